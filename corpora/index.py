@@ -1,0 +1,156 @@
+"""Dense FAISS indexes over a built corpus, stored as float16 embeddings plus a manifest.
+
+An index folder holds ``embeddings.npy`` (float16, one row per passage in corpus order), ``index.json``
+(the manifest) and, for kinds that need training, ``index.faiss``. A flat index is rebuilt from the
+embeddings on load (a second for 10k passages), so it ships at half the size of a FAISS file. A build
+writes into a temporary folder and renames it into place: a build that dies leaves nothing that looks
+finished.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from corpora.builders import Corpus, load_corpus
+from corpora.encoders import Encoder, EncoderConfig, encoder_config
+
+KINDS = ("flat", "ivf", "hnsw", "ivfpq")
+
+
+class IndexMismatch(ValueError):
+    """The index on disk was built over other passages or with another encoder."""
+
+
+@dataclass(frozen=True)
+class IndexManifest:
+    encoder: str
+    encoder_config: dict
+    dim: int
+    corpus: str
+    corpus_sha256: str
+    count: int
+    normalize: bool
+    kind: str
+    metric: str = "inner_product"
+    dtype: str = "float16"
+
+
+def _vector_key(config: dict) -> dict:
+    """What decides the vectors: everything but the batch size."""
+    return {k: v for k, v in config.items() if k != "batch_size"}
+
+
+def index_dir(corpus: Corpus, encoder: EncoderConfig, kind: str) -> Path:
+    return corpus.path / "index" / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', encoder.name)}-{kind}"
+
+
+def _factory(kind: str, n: int, dim: int):
+    import faiss
+
+    nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))  # faiss wants ~39 training points per list
+    if kind == "ivfpq" and dim % 8:
+        raise ValueError(f"ivfpq needs a dimension divisible by 8 (got {dim})")
+    spec = {"flat": "Flat", "ivf": f"IVF{nlist},Flat", "hnsw": "HNSW32", "ivfpq": f"IVF{nlist},PQ{dim // 8}"}
+    return faiss.index_factory(dim, spec[kind], faiss.METRIC_INNER_PRODUCT)
+
+
+def _reusable_embeddings(corpus: Corpus, config: EncoderConfig) -> np.ndarray | None:
+    """Embeddings that another kind of index already holds for this corpus and encoder."""
+    for manifest_path in sorted((corpus.path / "index").glob("*/index.json")):
+        m = IndexManifest(**json.loads(manifest_path.read_text()))
+        if m.corpus_sha256 == corpus.manifest.sha256 and _vector_key(m.encoder_config) == _vector_key(config.to_dict()):
+            return np.load(manifest_path.parent / "embeddings.npy")
+    return None
+
+
+def build_index(corpus: str | Path | Corpus = "medcorp-mini", encoder: str | EncoderConfig = "minilm-l6-v2",
+                kind: str = "flat", out_dir: str | Path | None = None, device: str | None = None) -> Path:
+    """Embed every passage (or reuse embeddings another index kind made) and write the index folder.
+
+    Returns the folder: ``out_dir``, by default ``<corpus>/index/<encoder>-<kind>``.
+    """
+    import faiss
+
+    corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
+    config = encoder_config(encoder)
+    if kind not in KINDS:  # fail before the long embedding run
+        raise ValueError(f"unknown index kind {kind!r}; one of {KINDS}")
+    out = Path(out_dir) if out_dir else index_dir(corpus, config, kind)
+    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        emb = _reusable_embeddings(corpus, config)
+        if emb is None:
+            emb = Encoder(config, device).encode_passages(corpus.passages, progress=True).astype(np.float16)
+        np.save(tmp / "embeddings.npy", emb)
+        if kind != "flat":
+            faiss.write_index(_trained(kind, emb), str(tmp / "index.faiss"))
+        manifest = IndexManifest(config.name, config.to_dict(), int(emb.shape[1]), corpus.manifest.name,
+                                 corpus.manifest.sha256, len(corpus.passages), config.normalize, kind)
+        (tmp / "index.json").write_text(json.dumps(asdict(manifest), indent=2) + "\n")
+        old = out.with_name(f"{out.name}.old-{os.getpid()}")
+        if out.exists():
+            out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _trained(kind: str, emb: np.ndarray):
+    vectors = np.ascontiguousarray(emb, dtype=np.float32)
+    index = _factory(kind, len(vectors), vectors.shape[1])
+    index.train(vectors)
+    index.add(vectors)
+    return index
+
+
+@dataclass
+class DenseIndex:
+    path: Path
+    manifest: IndexManifest
+    index: object  # a faiss.Index
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, row numbers), each shaped (queries, k); a missing hit has row -1."""
+        return self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+
+
+def load_index(corpus: Corpus, encoder: str | EncoderConfig = "minilm-l6-v2", kind: str = "flat",
+               path: str | Path | None = None) -> DenseIndex:
+    """Load an index and check that it was built over these passages with this encoder."""
+    import faiss
+
+    config = encoder_config(encoder)
+    path = Path(path) if path else index_dir(corpus, config, kind)
+    if not (path / "index.json").exists():
+        raise FileNotFoundError(
+            f"no {kind} index for encoder {config.name!r} over corpus {corpus.manifest.name!r} at {path}; "
+            f"build it with build_index({corpus.manifest.name!r}, {config.name!r}, {kind!r})")
+    m = IndexManifest(**json.loads((path / "index.json").read_text()))
+    if m.corpus_sha256 != corpus.manifest.sha256 or _vector_key(m.encoder_config) != _vector_key(config.to_dict()):
+        raise IndexMismatch(
+            f"index at {path} was built over corpus {m.corpus!r} (sha256 {m.corpus_sha256[:12]}) with encoder "
+            f"{m.encoder!r}, but corpus {corpus.manifest.name!r} has sha256 {corpus.manifest.sha256[:12]} and "
+            f"encoder {config.name!r} was asked for; rebuild it with build_index("
+            f"{corpus.manifest.name!r}, {config.name!r}, {m.kind!r})")
+    if m.kind == "flat":
+        index = _trained("flat", np.load(path / "embeddings.npy"))
+    else:
+        index = faiss.read_index(str(path / "index.faiss"))
+        if m.kind == "hnsw":
+            index.hnsw.efSearch = 128
+        else:
+            faiss.extract_index_ivf(index).nprobe = 16
+    if faiss.get_num_gpus() > 0 and hasattr(faiss, "index_cpu_to_all_gpus") and m.kind != "hnsw":
+        index = faiss.index_cpu_to_all_gpus(index)
+    return DenseIndex(path, m, index)
