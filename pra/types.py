@@ -22,6 +22,13 @@ class Question:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Message:
+    """A chat message; backends render a list of them with the model's chat template (or as plain text)."""
+    role: str          # "system" | "user"
+    content: str
+
+
 @dataclass
 class Step:
     """One kept reasoning step of a trace, with what the reward agent said of it (if any)."""

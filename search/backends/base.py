@@ -9,6 +9,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from pra.types import Message
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -26,12 +28,6 @@ class Completion:
     text: str          # generated text, cut before the first stop string
     tokens: int        # generated tokens counted by the backend
     stopped: bool      # True if a stop string or end-of-sequence ended it, False if max_tokens did
-
-
-@dataclass(frozen=True)
-class Message:
-    role: str          # "system" | "user"
-    content: str
 
 
 @dataclass

@@ -1,0 +1,139 @@
+"""``pra eval``: run one method over one benchmark, append a record per question, resume, summarise.
+
+Methods: ``direct`` (answer letter from the logits), ``cot`` (one greedy step-by-step trace), ``sc``
+(k sampled traces, majority vote), ``rag`` / ``rag-sc`` (the same with retrieved passages before the
+question), ``pra`` (reward-agent beam search). All trace methods run on the same engine.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from eval.benchmarks import load_eval_benchmark, parse_shard
+from pra.prompts import DIRECT_PREFIX, policy_messages
+from pra.records import JsonlWriter, read_records
+from pra.types import Question
+from search.backends.base import PolicyBackend
+from search.engine import Engine, SearchConfig, Trace
+
+METHODS = ("direct", "cot", "sc", "rag", "rag-sc", "pra")
+
+
+@dataclass
+class EvalConfig:
+    benchmark: str = "medmcqa-eval"
+    method: str = "cot"
+    policy: str = "smollm2-135m-instruct"
+    out: str = "runs/demo"
+    limit: int | None = 10
+    shard: str | None = None          # "i/n"
+    skip_bad: bool = False
+    samples: int = 4                  # k for sc / rag-sc
+    search: SearchConfig = field(default_factory=SearchConfig)
+    batch_size: int = 32              # sequences per policy forward batch
+    max_active: int = 32              # questions in the queue at once
+    # retrieval (rag, rag-sc, pra)
+    corpus: str = "medcorp-mini"
+    retrieval: str = "dense"          # dense | bm25 | hybrid
+    rag_docs: int = 3
+
+
+def engine_config(cfg: EvalConfig) -> SearchConfig:
+    """The method fixes what the user's search settings may not contradict."""
+    s = cfg.search
+    if cfg.method in ("cot", "rag"):
+        return SearchConfig(**{**asdict(s), "beam_width": 1, "branching": 1, "temperature": 0.0,
+                               "aggregate": "best"})
+    if cfg.method in ("sc", "rag-sc"):
+        return SearchConfig(**{**asdict(s), "beam_width": cfg.samples, "branching": 1,
+                               "temperature": s.temperature or 0.7, "top_p": s.top_p if s.temperature else 0.95,
+                               "aggregate": "vote"})
+    return s
+
+
+def _record(t: Trace, method: str) -> dict[str, Any]:
+    best = t.best if method not in ("sc", "rag-sc") else next(c for c in t.beam if c.answer == t.prediction)
+    seconds = sum(v for k, v in t.stats.items() if k.startswith("seconds_"))
+    return {
+        "id": t.question.id, "gold": t.question.answer, "prediction": t.prediction,
+        "correct": t.prediction == t.question.answer, "forced": t.forced, "method": method,
+        "steps": [asdict(s) for s in best.steps], "tokens": t.stats["tokens"], "seconds": round(seconds, 3),
+        "answers": [c.answer for c in t.beam], "scores": [round(c.score, 4) for c in t.beam],
+        "context": [title for title, _ in t.context],
+        "stats": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in t.stats.items()},
+    }
+
+
+def _direct(policy: PolicyBackend, questions: list[Question], writer: JsonlWriter, bar: tqdm, batch: int) -> None:
+    for s in range(0, len(questions), batch):
+        chunk = questions[s:s + batch]
+        started = time.perf_counter()
+        prompts = [policy.render(policy_messages(q, policy.has_chat_template, direct=True), DIRECT_PREFIX)
+                   for q in chunk]
+        logprobs = policy.choice_logprobs(prompts, [q.letters for q in chunk])
+        share = (time.perf_counter() - started) / len(chunk)
+        for q, lp in zip(chunk, logprobs):
+            pred = max(lp, key=lp.get)
+            writer.write({"id": q.id, "gold": q.answer, "prediction": pred, "correct": pred == q.answer,
+                          "forced": False, "method": "direct", "steps": [], "tokens": 0,
+                          "seconds": round(share, 3), "logprobs": lp})
+            bar.update()
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(records)
+    acc = sum(r["correct"] for r in records) / n if n else 0.0
+    mean = lambda key: sum(r.get(key, 0) for r in records) / n if n else 0.0
+    return {"n": n, "accuracy": acc, "stderr": math.sqrt(acc * (1 - acc) / n) if n else 0.0,
+            "forced": sum(r["forced"] for r in records), "tokens_per_question": mean("tokens"),
+            "seconds_per_question": mean("seconds"),
+            "searches_per_question": sum(r.get("stats", {}).get("searches", 0) for r in records) / n if n else 0.0}
+
+
+def run_eval(cfg: EvalConfig, policy: PolicyBackend | None = None, reward_agent=None, retriever=None,
+             controller=None) -> dict[str, Any]:
+    """Run (or resume) one evaluation; returns the summary also written to ``out/summary.json``."""
+    if cfg.method not in METHODS:
+        raise ValueError(f"unknown method {cfg.method!r}; choose one of {', '.join(METHODS)}")
+    shard = parse_shard(cfg.shard) if cfg.shard else None
+    load = load_eval_benchmark(cfg.benchmark, limit=cfg.limit, shard=shard, skip_bad=cfg.skip_bad)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
+    writer = JsonlWriter(out / "records.jsonl")
+    todo = [q for q in load.questions if q.id not in writer.done]
+    bar = tqdm(total=len(load.questions), initial=len(load.questions) - len(todo), desc=f"{cfg.method} {cfg.benchmark}")
+    if todo:
+        if policy is None:
+            from search.backends import load_policy
+            policy = load_policy(cfg.policy, batch_size=cfg.batch_size)
+        if cfg.method == "direct":
+            _direct(policy, todo, writer, bar, cfg.batch_size)
+        else:
+            context = {}
+            if cfg.method in ("rag", "rag-sc"):
+                if retriever is None:
+                    from corpora.retrieval import load_retriever
+                    retriever = load_retriever(cfg.corpus, mode=cfg.retrieval)
+                hits = retriever.retrieve([q.question for q in todo], cfg.rag_docs)
+                context = {q.id: tuple((h.passage.title, h.passage.text) for h in hs) for q, hs in zip(todo, hits)}
+            engine = Engine(policy, engine_config(cfg), reward_agent=reward_agent, retriever=retriever,
+                            controller=controller)
+            traces = (Trace(q, context=context.get(q.id, ())) for q in todo)
+            for t in engine.run(traces, max_active=cfg.max_active):
+                writer.write(_record(t, cfg.method))
+                bar.update()
+    bar.close()
+    writer.close()
+    ids = {q.id for q in load.questions}
+    records = [r for r in read_records(out / "records.jsonl") if r["id"] in ids]
+    summary = {"benchmark": cfg.benchmark, "method": cfg.method, "policy": cfg.policy,
+               "skipped_bad_rows": load.skipped, **summarize(records)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

@@ -1,0 +1,128 @@
+"""Policy backend on Hugging Face transformers: batched, left-padded generation on CPU or GPU."""
+from __future__ import annotations
+
+import time
+
+import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
+
+from pra.models import load_causal_lm
+from search.backends.base import (BackendStats, Completion, Message, PolicyBackend, SamplingParams,
+                                  cut_at_stop)
+
+
+class TransformersBackend(PolicyBackend):
+    def __init__(self, model: str, batch_size: int = 32, dtype: str = "float32", device: str | None = None):
+        self.name = model
+        self.model, self.tokenizer = load_causal_lm(model, dtype=dtype, device=device)
+        self.tokenizer.padding_side = "left"
+        self.batch_size = batch_size
+        self.stats = BackendStats()
+        self._calls = 0
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(self.tokenizer.chat_template)
+
+    def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
+        if self.has_chat_template:
+            chat = [{"role": m.role, "content": m.content} for m in messages]
+            head = self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+            return head + assistant_prefix
+        return "\n\n".join(m.content for m in messages) + "\n\n" + assistant_prefix
+
+    def _encode(self, prompts: list[str]) -> dict[str, torch.Tensor]:
+        # Chat templates already carry their special tokens; plain prompts get the tokenizer's BOS.
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True,
+                             add_special_tokens=not self.has_chat_template)
+        return {k: v.to(self.device) for k, v in enc.items()}
+
+    @torch.inference_mode()
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
+        start = time.perf_counter()
+        flat = [(i, p) for i, p in enumerate(prompts) for _ in range(params.n)]
+        # Sort by length so that each batch pads little; results go back to prompt order.
+        order = sorted(range(len(flat)), key=lambda j: len(flat[j][1]))
+        texts: list[Completion | None] = [None] * len(flat)
+        sample = params.temperature > 0
+        if params.seed is not None:
+            torch.manual_seed(params.seed + self._calls)
+        self._calls += 1
+        for s in range(0, len(order), self.batch_size):
+            chunk = order[s:s + self.batch_size]
+            enc = self._encode([flat[j][1] for j in chunk])
+            out = self.model.generate(
+                **enc, max_new_tokens=params.max_tokens, do_sample=sample,
+                temperature=params.temperature if sample else None,
+                top_p=params.top_p if sample else None, top_k=None,
+                stopping_criteria=StoppingCriteriaList([StopOnText(self.tokenizer, params.stop,
+                                                                   enc["input_ids"].shape[1])]),
+                pad_token_id=self.tokenizer.pad_token_id)
+            new = out[:, enc["input_ids"].shape[1]:]
+            self.stats.prompt_tokens += int(enc["attention_mask"].sum())
+            for j, ids in zip(chunk, new):
+                texts[j] = self._completion(ids, params)
+        self.stats.calls += 1
+        self.stats.seconds += time.perf_counter() - start
+        grouped: list[list[Completion]] = [[] for _ in prompts]
+        for (i, _), c in zip(flat, texts):
+            grouped[i].append(c)
+        return grouped
+
+    def _completion(self, ids: torch.Tensor, params: SamplingParams) -> Completion:
+        eos = set(self.model.generation_config.eos_token_id if isinstance(
+            self.model.generation_config.eos_token_id, list) else [self.model.generation_config.eos_token_id])
+        eos.add(self.tokenizer.eos_token_id)
+        ids = ids.tolist()
+        ended = next((k for k, t in enumerate(ids) if t in eos or t == self.tokenizer.pad_token_id), None)
+        kept = ids if ended is None else ids[:ended]
+        text, hit_stop = cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), params.stop)
+        n_tokens = len(kept) + (ended is not None)
+        self.stats.generated_tokens += n_tokens
+        return Completion(text=text, tokens=n_tokens, stopped=hit_stop or ended is not None)
+
+    def letter_token_ids(self, choices: list[str]) -> list[int]:
+        ids = []
+        for c in choices:
+            tok = self.tokenizer.encode(c, add_special_tokens=False)
+            if len(tok) != 1:
+                raise ValueError(f"choice {c!r} is not a single token for {self.name} ({tok})")
+            ids.append(tok[0])
+        return ids
+
+    @torch.inference_mode()
+    def choice_logprobs(self, prompts: list[str], choices: list[list[str]]) -> list[dict[str, float]]:
+        start = time.perf_counter()
+        out: list[dict[str, float]] = []
+        for s in range(0, len(prompts), self.batch_size):
+            enc = self._encode(prompts[s:s + self.batch_size])
+            logits = self.model(**enc).logits[:, -1, :].float()   # left padding: last column is the next token
+            self.stats.prompt_tokens += int(enc["attention_mask"].sum())
+            for row, opts in zip(logits, choices[s:s + self.batch_size]):
+                lp = torch.log_softmax(row[self.letter_token_ids(opts)], dim=-1)
+                out.append(dict(zip(opts, lp.tolist())))
+        self.stats.calls += 1
+        self.stats.seconds += time.perf_counter() - start
+        return out
+
+
+class StopOnText(StoppingCriteria):
+    """Stop a sequence once its newest tokens spell a stop string. Decodes only a short tail per step:
+    transformers' own ``stop_strings`` criterion costs more than the forward pass of a small model."""
+
+    def __init__(self, tokenizer, stop: tuple[str, ...], prompt_len: int, window: int = 8):
+        self.tokenizer, self.stop, self.prompt_len, self.window = tokenizer, stop, prompt_len, window
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs) -> torch.Tensor:
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if not self.stop:
+            return done
+        start = max(self.prompt_len, input_ids.shape[1] - self.window)
+        tails = self.tokenizer.batch_decode(input_ids[:, start:], skip_special_tokens=True)
+        for i, tail in enumerate(tails):
+            done[i] = any(s in tail for s in self.stop)
+        return done

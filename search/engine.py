@@ -1,0 +1,244 @@
+"""The decoding engine: beam search over reasoning steps on one stage-batched global queue.
+
+Every question is a ``Trace`` holding its beam. Each iteration partitions the queue by stage and runs
+each partition as ONE batched call, whatever question, beam or depth its traces are at:
+
+  REASON  policy: b next steps for every live beam member (B x b per question; the root gets B x b)
+  SEARCH  retriever: evidence for every candidate whose controller asked for it
+  REWARD  reward agent: reward + action readouts for every candidate still unscored
+  DONE    answered (or out of steps): forced answers where needed, then the trace leaves the queue
+
+Without a reward agent the same loop runs CoT (B=b=1) and self-consistency (B=k, b=1, majority vote).
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum
+from itertools import islice
+from typing import Iterable, Iterator, Sequence
+
+from pra.prompts import FORCE_ANSWER, policy_messages, steps_prefix
+from pra.reward_agent import Readout, ScoreRequest
+from pra.steps import extract_answer
+from pra.types import Question, Step
+from search.backends.base import PolicyBackend, SamplingParams
+from search.controllers import Never, SearchController
+
+
+class Stage(str, Enum):
+    REASON = "reason"
+    SEARCH = "search"
+    REWARD = "reward"
+    DONE = "done"
+
+
+@dataclass
+class SearchConfig:
+    beam_width: int = 1          # B: traces kept per question
+    branching: int = 1           # b: candidate next steps per kept trace
+    max_steps: int = 4
+    step_tokens: int = 64        # new tokens per step at most
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    aggregate: str = "best"      # "best": highest cumulative reward; "vote": majority over the beam
+    docs_per_search: int = 2
+
+
+@dataclass
+class Candidate:
+    """One partial trace of a beam: kept steps plus, while pending, the newest unscored step."""
+    steps: list[Step]
+    score: float = 0.0            # cumulative reward
+    answer: str | None = None
+    finished: bool = False        # answered, or the policy ended without one
+    tokens: int = 0
+    scored: bool = True           # False while the newest step awaits its reward readout
+    wants_search: bool = False    # the controller asked for evidence; SEARCH clears it
+    docs: tuple[tuple[str, str], ...] = ()   # evidence for the newest step, shown to the reward agent
+    forced: bool = False          # the answer was read from the logits after the step limit
+
+    @property
+    def texts(self) -> list[str]:
+        return [s.text for s in self.steps]
+
+
+@dataclass
+class Trace:
+    """One question in the queue: its beam, the candidates of the current step, and its stage."""
+    question: Question
+    context: tuple[tuple[str, str], ...] = ()     # documents in the policy prompt (RAG)
+    beam: list[Candidate] = field(default_factory=lambda: [Candidate(steps=[])])
+    candidates: list[Candidate] = field(default_factory=list)
+    stage: Stage = Stage.REASON
+    depth: int = 0
+    forced: bool = False
+    prediction: str | None = None
+    stats: Counter = field(default_factory=Counter)   # candidates, searches, tokens, seconds per stage
+
+    @property
+    def best(self) -> Candidate:
+        return max(self.beam, key=lambda c: c.score)
+
+
+class Engine:
+    def __init__(self, policy: PolicyBackend, config: SearchConfig, reward_agent=None, retriever=None,
+                 controller: SearchController | None = None):
+        self.policy = policy
+        self.config = config
+        self.reward_agent = reward_agent
+        self.retriever = retriever
+        self.controller = controller or Never()
+        if reward_agent is None and not isinstance(self.controller, Never):
+            raise ValueError("a search controller needs a reward agent to score the retrieved evidence")
+
+    # -- the queue ---------------------------------------------------------------------------------
+    def run(self, traces: Iterable[Trace], max_active: int = 64) -> Iterator[Trace]:
+        """Drive all traces to DONE; yield each as soon as it finishes. At most ``max_active`` traces
+        are in the queue: a finished one leaves and the next waiting one takes its place."""
+        waiting = iter(traces)
+        queue: list[Trace] = []
+        while True:
+            queue += list(islice(waiting, max_active - len(queue)))
+            if not queue:
+                return
+            for stage, step in ((Stage.REASON, self._reason), (Stage.SEARCH, self._search),
+                                (Stage.REWARD, self._reward)):
+                part = [t for t in queue if t.stage == stage]
+                if part:
+                    started = time.perf_counter()
+                    step(part)
+                    share = (time.perf_counter() - started) / len(part)
+                    for t in part:
+                        t.stats[f"seconds_{stage.value}"] += share
+                        self._advance(t)
+            done = [t for t in queue if t.stage == Stage.DONE]
+            if done:
+                started = time.perf_counter()
+                self._finish(done)
+                for t in done:
+                    t.stats["seconds_force"] += (time.perf_counter() - started) / len(done)
+                yield from done
+                queue = [t for t in queue if t.stage != Stage.DONE]
+
+    def _advance(self, t: Trace) -> None:
+        """Set the next stage from what the candidates still need; prune when all are scored."""
+        if t.stage == Stage.REASON and self.reward_agent is not None:
+            want = self.controller.decide([None] * len(t.candidates)) if not self.controller.needs_readout \
+                else [False] * len(t.candidates)
+            for c, w in zip(t.candidates, want):
+                if not c.scored:
+                    c.wants_search = w
+        if any(c.wants_search for c in t.candidates):
+            t.stage = Stage.SEARCH
+        elif any(not c.scored for c in t.candidates):
+            t.stage = Stage.REWARD
+        else:
+            self._prune(t)
+
+    # -- stages ------------------------------------------------------------------------------------
+    def _policy_prompt(self, t: Trace, c: Candidate, next_step: int | None, suffix: str = "") -> str:
+        messages = policy_messages(t.question, self.policy.has_chat_template, t.context)
+        return self.policy.render(messages, steps_prefix(c.texts, next_step) + suffix)
+
+    def _reason(self, traces: list[Trace]) -> None:
+        cfg = self.config
+        jobs = [(t, c) for t in traces for c in t.beam if not c.finished]
+        n_root = cfg.beam_width * cfg.branching
+        # One call per distinct n keeps each call a single batch (the root's first step asks for B x b).
+        by_n: dict[int, list[tuple[Trace, Candidate]]] = {}
+        for t, c in jobs:
+            by_n.setdefault(n_root if t.depth == 0 else cfg.branching, []).append((t, c))
+        for t in traces:
+            t.candidates = [c for c in t.beam if c.finished]
+        for n, group in by_n.items():
+            prompts = [self._policy_prompt(t, c, len(c.steps) + 1) for t, c in group]
+            params = SamplingParams(n=n, temperature=cfg.temperature, top_p=cfg.top_p,
+                                    max_tokens=cfg.step_tokens, seed=cfg.seed,
+                                    stop=("\nStep ", "\nQuestion:", "\n\n\n"))
+            for (t, parent), outs in zip(group, self.policy.generate(prompts, params)):
+                for out in outs:
+                    text = out.text.strip()
+                    answer = extract_answer(text, t.question.letters)
+                    # An empty step means the policy has nothing more to say: the trace ends unanswered.
+                    t.candidates.append(Candidate(
+                        steps=parent.steps + [Step(text)], score=parent.score, answer=answer,
+                        finished=answer is not None or not text, tokens=parent.tokens + out.tokens,
+                        scored=self.reward_agent is None))
+                    t.stats["candidates"] += 1
+                    t.stats["policy_tokens"] += out.tokens
+        for t in traces:
+            t.depth += 1
+
+    def _search(self, traces: list[Trace]) -> None:
+        jobs = [(t, c) for t in traces for c in t.candidates if c.wants_search]
+        if self.retriever is None:
+            raise ValueError("the search controller asked for evidence but no retriever was given")
+        queries = [search_query(t.question, c.texts) for t, c in jobs]
+        for (t, c), hits in zip(jobs, self.retriever.retrieve(queries, self.config.docs_per_search)):
+            step = c.steps[-1]
+            step.searched = True
+            step.doc_ids = [h.passage.id for h in hits]
+            c.steps[-1] = step
+            c.wants_search = False
+            c.scored = False           # read the reward again, now with the documents
+            c.docs = tuple((h.passage.title, h.passage.text) for h in hits)
+            t.stats["searches"] += 1
+
+    def _reward(self, traces: list[Trace]) -> None:
+        jobs = [(t, c) for t in traces for c in t.candidates if not c.scored]
+        requests = [ScoreRequest(
+            question=t.question, steps=tuple(c.texts[:-1]),
+            rewards=tuple(s.reward for s in c.steps[:-1]), step=c.steps[-1].text,
+            docs=c.docs) for t, c in jobs]
+        readouts: list[Readout] = self.reward_agent.score(requests)
+        need = self.controller.needs_readout
+        decisions = self.controller.decide([r.action for r in readouts]) if need else [False] * len(jobs)
+        for (t, c), r, d in zip(jobs, readouts, decisions):
+            step = c.steps[-1]
+            step.reward, step.action = r.reward, r.action
+            c.scored = True
+            # Search once per step: only a candidate not yet given documents may ask for them.
+            c.wants_search = d and not step.searched
+            if not c.wants_search:
+                c.score = sum(s.reward or 0.0 for s in c.steps)
+            t.stats["reward_calls"] += 1
+
+    def _prune(self, t: Trace) -> None:
+        """Keep the top B by cumulative reward (finished candidates compete too), then go on or stop."""
+        if self.reward_agent is None:
+            t.beam = t.candidates     # CoT / self-consistency: nothing to rank by, every sample goes on
+        else:
+            ranked = sorted(t.candidates, key=lambda c: c.score, reverse=True)  # stable: ties keep order
+            t.beam = ranked[: self.config.beam_width]
+        t.candidates = []
+        if all(c.finished for c in t.beam) or t.depth >= self.config.max_steps:
+            t.stage = Stage.DONE
+        else:
+            t.stage = Stage.REASON
+
+    def _finish(self, traces: list[Trace]) -> None:
+        """Force an answer where a beam member has none, in one batched call, then predict."""
+        jobs = [(t, c) for t in traces for c in t.beam if c.answer is None]
+        if jobs:
+            prompts = [self._policy_prompt(t, c, None, "\n" + FORCE_ANSWER if c.steps else FORCE_ANSWER)
+                       for t, c in jobs]
+            for (t, c), lp in zip(jobs, self.policy.choice_logprobs(prompts, [t.question.letters for t, _ in jobs])):
+                c.answer = max(lp, key=lp.get)
+                c.forced = True
+        for t in traces:
+            if self.config.aggregate == "vote":
+                votes = Counter(c.answer for c in t.beam)
+                t.prediction = votes.most_common(1)[0][0]
+                t.forced = all(c.forced for c in t.beam if c.answer == t.prediction)
+            else:
+                t.prediction = t.best.answer
+                t.forced = t.best.forced
+            t.stats["tokens"] = sum(c.tokens for c in t.beam)
+
+
+def search_query(question: Question, steps: Sequence[str]) -> str:
+    """The paper's retrieval query for a step: the question plus its last two steps."""
+    return "\n".join([question.question, *steps[-2:]])
