@@ -22,7 +22,16 @@ from typing import Callable, Iterable, Iterator
 from corpora.chunking import Chunking, Dedup, chunk, normalize
 from corpora.types import Passage
 
-DATA_DIR = Path(os.environ.get("PRA_DATA", "/work/shared/data"))
+
+def _data_dir() -> Path:
+    """The shared raw data: $PRA_DATA, else ``shared/data`` beside the checkout (as CI lays it out)."""
+    if "PRA_DATA" in os.environ:
+        return Path(os.environ["PRA_DATA"])
+    beside = Path(__file__).resolve().parents[2] / "shared" / "data"
+    return beside if beside.exists() else Path("/work/shared/data")
+
+
+DATA_DIR = _data_dir()
 SHIPPED = Path(__file__).parent / "data"     # corpora that ship with the project
 PASSAGES, MANIFEST = "passages.jsonl.gz", "manifest.json"
 

@@ -4,12 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from corpora.builders import DATA_DIR, build_corpus, load_corpus
+from corpora.builders import build_corpus, load_corpus
 from corpora.encoders import Encoder, EncoderConfig
 from corpora.index import IndexMismatch, build_index, load_index
 from corpora.retrieval import (BM25Retriever, CachedRetriever, HybridRetriever, Reranked, format_hits,
                                load_retriever)
 from corpora.types import Hit, Passage
+from eval.benchmarks import BENCHMARKS
 
 NOTES = {
     "aspirin": "Aspirin irreversibly inhibits cyclooxygenase and so lowers thromboxane in platelets.",
@@ -126,14 +127,10 @@ def test_format_hits():
     assert text.startswith("  1. 0.5000  pubmedqa:1-0#0  [pubmedqa; PMID:1]") and text.endswith("…")
 
 
-PUBMEDQA = DATA_DIR / "benchmarks/pubmedqa_test_set.json"
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not PUBMEDQA.exists(), reason="shared data not present")
 @pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid"])
 def test_shipped_index_finds_a_pubmedqa_questions_own_abstract(mode):
-    rows = list(json.loads(PUBMEDQA.read_text()).items())[:8]
+    rows = list(json.loads(BENCHMARKS["pubmedqa"][1].read_text()).items())[:8]
     retriever = load_retriever("medcorp-mini", mode)
     runs = retriever.retrieve([row["QUESTION"] for _, row in rows], k=5)
     found = [any(h.passage.id.startswith(f"pubmedqa:{pmid}-") for h in hits) for (pmid, _), hits in zip(rows, runs)]
