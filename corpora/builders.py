@@ -6,7 +6,6 @@ manifest is written last, so a folder without one is an unfinished build.
 """
 from __future__ import annotations
 
-import ast
 import gzip
 import hashlib
 import io
@@ -48,11 +47,6 @@ def _files(path: Path, pattern: str) -> list[Path]:
     return sorted(path.rglob(pattern)) if path.is_dir() else [path]
 
 
-def _listish(value) -> list:
-    """MIRAGE's raw files store some lists as their Python repr; read both forms."""
-    return ast.literal_eval(value) if isinstance(value, str) else value
-
-
 # ---- sources: each yields whole documents (Passage records before chunking) ----
 
 def medquad_docs(path: Path) -> Iterator[Passage]:
@@ -74,8 +68,8 @@ def medquad_docs(path: Path) -> Iterator[Passage]:
 def pubmedqa_docs(path: Path) -> Iterator[Passage]:
     """PubMedQA abstracts: ``CONTEXTS`` only, never ``LONG_ANSWER`` or ``final_decision`` (the answers)."""
     for pmid, row in json.loads(path.read_text()).items():
-        labels = _listish(row.get("LABELS") or [])
-        for i, text in enumerate(_listish(row["CONTEXTS"])):
+        labels = row.get("LABELS") or []
+        for i, text in enumerate(row["CONTEXTS"]):
             label = labels[i].capitalize() if i < len(labels) else ""
             yield Passage(f"pubmedqa:{pmid}-{i}", label, text, "pubmedqa", f"PMID:{pmid}")
 
@@ -95,7 +89,7 @@ def bioasq_docs(path: Path, types: tuple[str, ...] | None = None) -> Iterator[Pa
         for q in json.loads(f.read_text())["questions"]:
             if types and q["type"] not in types:
                 continue
-            for s in _listish(q.get("snippets") or []):
+            for s in q.get("snippets") or []:
                 pid = snippet_id(s["text"])
                 if pid not in seen and normalize(s["text"]):
                     seen.add(pid)
