@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-STEP_RE = re.compile(r"(?:^|\n)\s*Step\s+\d+\s*:\s*", re.IGNORECASE)
+STEP_RE = re.compile(r"(?:^|\n)[ \t]*Step\s+\d+\s*:[ \t]*", re.IGNORECASE)
 ANSWER_RE = re.compile(r"answer\s+is\s*:?\s*\(?\s*([A-Za-z])\s*\)", re.IGNORECASE)
-LOOSE_ANSWER_RE = re.compile(r"answer\s*(?:is)?\s*:?\s*\(?([A-Z])(?:\)|\.|,|\s|$)")
+LOOSE_ANSWER_RE = re.compile(r"(?i:answer)\s*(?:is)?\s*:?\s*\(?([A-Z])(?:\)|\.|,|\s|$)")
 
 
 def split_steps(text: str) -> list[str]:

@@ -27,6 +27,10 @@ from search.backends.base import PolicyBackend, SamplingParams
 from search.controllers import Never, SearchController
 
 
+# A step ends where the next begins; base models also start a new question or re-list the options.
+STEP_STOPS = ("\nStep ", "\nQuestion:", "\nAnswer:", "\nA. ", "\n\n\n")
+
+
 class Stage(str, Enum):
     REASON = "reason"
     SEARCH = "search"
@@ -39,7 +43,7 @@ class SearchConfig:
     beam_width: int = 1          # B: traces kept per question
     branching: int = 1           # b: candidate next steps per kept trace
     max_steps: int = 4
-    step_tokens: int = 64        # new tokens per step at most
+    step_tokens: int = 48        # new tokens per step at most
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
@@ -157,7 +161,7 @@ class Engine:
             prompts = [self._policy_prompt(t, c, len(c.steps) + 1) for t, c in group]
             params = SamplingParams(n=n, temperature=cfg.temperature, top_p=cfg.top_p,
                                     max_tokens=cfg.step_tokens, seed=cfg.seed,
-                                    stop=("\nStep ", "\nQuestion:", "\n\n\n"))
+                                    stop=STEP_STOPS)
             for (t, parent), outs in zip(group, self.policy.generate(prompts, params)):
                 for out in outs:
                     text = out.text.strip()

@@ -1,0 +1,46 @@
+"""Scripted stand-ins for the plumbing tests of the engine (real-model tests live beside them)."""
+from __future__ import annotations
+
+import re
+
+from pra.reward_agent import Readout
+from search.backends.base import BackendStats, Completion, PolicyBackend, SamplingParams
+
+
+class ScriptedPolicy(PolicyBackend):
+    """``script(question_text, step_number, sample_index) -> step text``; records every call."""
+
+    def __init__(self, script, force: str = "A"):
+        self.name, self.script, self.force = "scripted", script, force
+        self.stats = BackendStats()
+        self.calls: list[list[str]] = []
+
+    @property
+    def has_chat_template(self) -> bool:
+        return False
+
+    def render(self, messages, assistant_prefix=""):
+        return messages[-1].content + "\n" + assistant_prefix
+
+    def generate(self, prompts, params: SamplingParams):
+        self.calls.append(prompts)
+        out = []
+        for p in prompts:
+            question = re.findall(r"Question: (.*)", p)[-1]
+            step = int(re.findall(r"Step (\d+):", p)[-1])
+            out.append([Completion(self.script(question, step, i), 3, True) for i in range(params.n)])
+        return out
+
+    def choice_logprobs(self, prompts, choices):
+        return [{c: (0.0 if c == self.force else -5.0) for c in cs} for cs in choices]
+
+
+class TableRewardAgent:
+    """Reward = a number looked up from the candidate step's text; action fixed."""
+
+    def __init__(self, rewards: dict[str, float], action: float = 0.0):
+        self.rewards, self.action, self.requests = rewards, action, []
+
+    def score(self, requests):
+        self.requests.append(requests)
+        return [Readout(self.rewards.get(r.step, 0.5), self.action) for r in requests]

@@ -1,0 +1,68 @@
+"""Real runs of each baseline on the embedded SmolLM2, kept tiny (2 questions, short steps)."""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from eval.run import EvalConfig, run_eval
+from pra.prompts import DIRECT_PREFIX, policy_messages
+from search.backends.base import SamplingParams
+from search.engine import SearchConfig
+from tests.test_engine import q
+
+SMALL = SearchConfig(max_steps=2, step_tokens=16)
+
+
+def records(path):
+    return [json.loads(l) for l in open(path / "records.jsonl")]
+
+
+@pytest.mark.parametrize("method", ["direct", "cot", "sc"])
+def test_each_method_runs_on_smollm2(method, smollm2, tmp_path):
+    cfg = EvalConfig(method=method, limit=2, out=str(tmp_path), samples=2, search=SMALL)
+    summary = run_eval(cfg, policy=smollm2)
+    rs = records(tmp_path)
+    assert summary["n"] == 2 and len(rs) == 2
+    assert all(r["prediction"] in "ABCD" and r["correct"] == (r["prediction"] == r["gold"]) for r in rs)
+    if method == "direct":
+        assert all(set(r["logprobs"]) == set("ABCD") for r in rs)
+    else:
+        assert all(1 <= len(r["steps"]) <= 2 and r["tokens"] > 0 for r in rs)
+        assert all(len(r["answers"]) == (2 if method == "sc" else 1) for r in rs)
+    assert json.loads((tmp_path / "summary.json").read_text())["accuracy"] == summary["accuracy"]
+
+
+def test_greedy_generation_cuts_at_stop_strings(smollm2):
+    prompt = smollm2.render(policy_messages(q(0), True), "Step 1:")
+    (outs,) = smollm2.generate([prompt], SamplingParams(n=2, max_tokens=24, stop=("\n",)))
+    assert outs[0].text == outs[1].text                     # greedy: both samples equal
+    assert "\n" not in outs[0].text and 0 < outs[0].tokens <= 24
+
+
+def test_choice_logprobs_are_normalised_over_letters(smollm2):
+    prompt = smollm2.render(policy_messages(q(0), True, direct=True), DIRECT_PREFIX)
+    (lp,) = smollm2.choice_logprobs([prompt], [["A", "B", "C", "D"]])
+    assert abs(sum(math.exp(v) for v in lp.values()) - 1) < 1e-5
+
+
+def test_killed_run_resumes_to_exactly_n_records(tmp_path):
+    cmd = [sys.executable, "-m", "pra.cli", "eval", "--method", "cot", "--limit", "4", "--max-steps", "2",
+           "--step-tokens", "16", "--max-active", "1", "--out", str(tmp_path)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd + ["--seed", "0"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = tmp_path / "records.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and (not path.exists() or not path.read_text().strip()):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    first = len(path.read_text().splitlines())
+    assert 1 <= first < 4
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ids = [r["id"] for r in records(tmp_path)]
+    assert len(ids) == 4 and len(set(ids)) == 4
