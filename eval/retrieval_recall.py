@@ -32,12 +32,12 @@ def pubmedqa_questions(path: Path = BENCHMARKS["pubmedqa"][1]) -> list[tuple[str
 
 
 def evaluate(corpus: str = "medcorp-mini", modes=("bm25", "dense", "hybrid"), encoder: str = "minilm-l6-v2",
-             ks=(5, 20), limit: int | None = None) -> list[dict]:
+             kind: str = "flat", ks=(5, 20), limit: int | None = None) -> list[dict]:
     docs = {doc_id(p.id) for p in load_corpus(corpus).passages}
     benchmarks = {"bioasq-yesno": bioasq_questions(), "pubmedqa": pubmedqa_questions()}
     rows = []
     for mode in modes:
-        retriever = load_retriever(corpus, mode, encoder)
+        retriever = load_retriever(corpus, mode, encoder, kind=kind)
         for bench, questions in benchmarks.items():
             questions = [(q, gold & docs) for q, gold in questions[:limit] if gold & docs]
             runs = retriever.retrieve([q for q, _ in questions], max(ks))
@@ -61,11 +61,12 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", default="medcorp-mini")
     ap.add_argument("--encoder", default="minilm-l6-v2")
+    ap.add_argument("--kind", default="flat", help="dense index kind: flat, ivf, hnsw, ivfpq")
     ap.add_argument("--modes", nargs="+", default=["bm25", "dense", "hybrid"])
     ap.add_argument("--limit", type=int, help="questions per benchmark")
     ap.add_argument("--out", type=Path, help="also write the rows as JSON here")
     args = ap.parse_args(argv)
-    rows = evaluate(args.corpus, args.modes, args.encoder, limit=args.limit)
+    rows = evaluate(args.corpus, args.modes, args.encoder, args.kind, limit=args.limit)
     print(markdown(rows))
     if args.out:
         args.out.write_text(json.dumps(rows, indent=2) + "\n")
