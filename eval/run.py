@@ -19,7 +19,7 @@ from eval.benchmarks import load_eval_benchmark, parse_shard
 from pra.prompts import DIRECT_PREFIX, policy_messages
 from pra.records import JsonlWriter, read_records
 from pra.types import Question
-from search.backends.base import PolicyBackend
+from pra.backends.base import LMBackend
 from search.engine import Engine, SearchConfig, Trace
 
 METHODS = ("direct", "cot", "sc", "rag", "rag-sc", "pra")
@@ -70,7 +70,7 @@ def _record(t: Trace, method: str) -> dict[str, Any]:
     }
 
 
-def _direct(policy: PolicyBackend, questions: list[Question], writer: JsonlWriter, bar: tqdm, batch: int) -> None:
+def _direct(policy: LMBackend, questions: list[Question], writer: JsonlWriter, bar: tqdm, batch: int) -> None:
     for s in range(0, len(questions), batch):
         chunk = questions[s:s + batch]
         started = time.perf_counter()
@@ -96,7 +96,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
             "searches_per_question": sum(r.get("stats", {}).get("searches", 0) for r in records) / n if n else 0.0}
 
 
-def run_eval(cfg: EvalConfig, policy: PolicyBackend | None = None, reward_agent=None, retriever=None,
+def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None, retriever=None,
              controller=None) -> dict[str, Any]:
     """Run (or resume) one evaluation; returns the summary also written to ``out/summary.json``."""
     if cfg.method not in METHODS:
@@ -111,7 +111,7 @@ def run_eval(cfg: EvalConfig, policy: PolicyBackend | None = None, reward_agent=
     bar = tqdm(total=len(load.questions), initial=len(load.questions) - len(todo), desc=f"{cfg.method} {cfg.benchmark}")
     if todo:
         if policy is None:
-            from search.backends import load_policy
+            from pra.backends import load_policy
             policy = load_policy(cfg.policy, batch_size=cfg.batch_size)
         if cfg.method == "direct":
             _direct(policy, todo, writer, bar, cfg.batch_size)

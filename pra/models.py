@@ -110,8 +110,26 @@ def resolve(name_or_path: str) -> str:
     return str(out)
 
 
-def load_causal_lm(name_or_path: str, dtype: str = "float32", device: str | None = None):
-    """Load (model, tokenizer) for generation or scoring, on GPU when one is there."""
+AGENTS_DIR = Path(__file__).parent / "agents"
+
+
+def resolve_reward_agent(name_or_path: str) -> tuple[str, str | None]:
+    """(base model, adapter folder or None) for ``--reward-agent``: a shipped agent under
+    ``pra/agents/NAME``, a folder with a peft ``adapter_config.json``, or a plain (untrained) model."""
+    import json
+
+    folder = AGENTS_DIR / name_or_path if (AGENTS_DIR / name_or_path).is_dir() else Path(name_or_path)
+    config = folder / "adapter_config.json"
+    if config.exists():
+        base = json.loads(config.read_text())["base_model_name_or_path"]
+        return base, str(folder)
+    return name_or_path, None
+
+
+def load_causal_lm(name_or_path: str, dtype: str = "float32", device: str | None = None,
+                   adapter: str | None = None):
+    """Load (model, tokenizer) for generation or scoring, on GPU when one is there; ``adapter`` is a
+    peft adapter folder applied on top (merged, so scoring pays nothing for it)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -120,5 +138,8 @@ def load_causal_lm(name_or_path: str, dtype: str = "float32", device: str | None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device).eval()
-    return lm, tok
+    lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    if adapter:
+        from peft import PeftModel
+        lm = PeftModel.from_pretrained(lm, adapter).merge_and_unload()
+    return lm.to(device).eval(), tok

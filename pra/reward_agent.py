@@ -1,13 +1,26 @@
 """The process reward agent: a causal LM that reads a partial trace and emits ``r,s``.
 
 Readouts from one scoring pass: slot 1 (reward) = softmax over the logits of tokens ``0`` and ``1``,
-the value for ``1``; slot 2 (action) = the same at the second output slot, after ``r,``.
+the value for ``1``; slot 2 (action, 1 = fetch evidence) = the same at the second output slot, after the
+more likely slot-1 digit and ``,``. The prompt is laid out so that what the candidates of one beam
+share (instructions, question, earlier steps) comes first and is computed once.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
-from pra.types import Question
+from pra.backends.base import LMBackend, SlotLogprobs
+from pra.prompts import format_question
+from pra.types import Message, Question
+
+PRA_SYSTEM = "You are a careful evaluator of medical reasoning."
+PRA_INSTRUCTIONS = (
+    "Evaluate the last step of a step-by-step solution to a medical multiple-choice question. "
+    "Reply with two digits \"r,s\": r = 1 if the last step is correct and helpful, 0 if it is wrong or "
+    "unhelpful; s = 1 if judging it needs evidence from a medical search, 0 if not."
+)
 
 
 @dataclass(frozen=True)
@@ -23,3 +36,57 @@ class ScoreRequest:
 class Readout:
     reward: float   # p("1") at slot 1
     action: float   # p("1") at slot 2: fetch evidence
+
+
+def two_way(lp: dict[str, float]) -> float:
+    """Softmax over the two digit log-probs (or logits): the value for ``1``."""
+    return 1.0 / (1.0 + math.exp(lp["0"] - lp["1"]))
+
+
+def prompt_parts(req: ScoreRequest, max_doc_chars: int = 400) -> tuple[str, str]:
+    """(shared head, own tail) of the user message. The head ends with a newline and the tail starts
+    with a word, so tokenizing them apart gives the tokens of the whole."""
+    trace = "\n".join(f"Step {i}: {s}" + (f" (reward {r:.2f})" if r is not None else "")
+                      for i, (s, r) in enumerate(zip(req.steps, req.rewards), 1)) or "(none)"
+    head = f"{PRA_INSTRUCTIONS}\n\n{format_question(req.question)}\n\nReasoning so far:\n{trace}\n"
+    tail = ""
+    if req.docs:
+        tail = "Documents:\n" + "\n".join(f"[{i}] ({t}) {x[:max_doc_chars]}" for i, (t, x) in enumerate(req.docs, 1)) + "\n"
+    tail += f"Last step:\nStep {len(req.steps) + 1}: {req.step}\n\nYour evaluation (r,s):"
+    return head, tail
+
+
+def render_prompt(backend: LMBackend, req: ScoreRequest, max_doc_chars: int = 400) -> tuple[str, str]:
+    """The agent's full prompt as (prefix, suffix) strings for ``LMBackend.slot_logprobs``."""
+    head, tail = prompt_parts(req, max_doc_chars)
+    full = backend.render([Message("system", PRA_SYSTEM), Message("user", head + tail)])
+    cut = full.index(head) + len(head)
+    return full[:cut], full[cut:]
+
+
+class RewardAgent:
+    """Scores candidate steps in one batched call per engine stage."""
+
+    def __init__(self, backend: LMBackend, max_doc_chars: int = 400):
+        self.backend = backend
+        self.max_doc_chars = max_doc_chars
+
+    def score(self, requests: list[ScoreRequest]) -> list[Readout]:
+        prompts = [render_prompt(self.backend, r, self.max_doc_chars) for r in requests]
+        return [readout(s) for s in self.backend.slot_logprobs(prompts)]
+
+
+def readout(s: SlotLogprobs) -> Readout:
+    return Readout(two_way(s.slot1), two_way(s.slot2))
+
+
+def load_reward_agent(name_or_path: str, batch_size: int = 16, share_prefix: bool = True,
+                      max_doc_chars: int = 400) -> RewardAgent:
+    """An embedded or hub backbone (untrained: the paper's ablation row), or a folder holding a peft
+    adapter (its ``adapter_config.json`` names the base model)."""
+    from pra.backends.transformers_backend import TransformersBackend
+    from pra.models import resolve_reward_agent
+
+    base, adapter = resolve_reward_agent(name_or_path)
+    backend = TransformersBackend(base, batch_size=batch_size, adapter=adapter, share_prefix=share_prefix)
+    return RewardAgent(backend, max_doc_chars)

@@ -23,7 +23,7 @@ from pra.prompts import FORCE_ANSWER, policy_messages, steps_prefix
 from pra.reward_agent import Readout, ScoreRequest
 from pra.steps import extract_answer
 from pra.types import Question, Step
-from search.backends.base import PolicyBackend, SamplingParams
+from pra.backends.base import LMBackend, SamplingParams
 from search.controllers import Never, SearchController
 
 
@@ -88,7 +88,7 @@ class Trace:
 
 
 class Engine:
-    def __init__(self, policy: PolicyBackend, config: SearchConfig, reward_agent=None, retriever=None,
+    def __init__(self, policy: LMBackend, config: SearchConfig, reward_agent=None, retriever=None,
                  controller: SearchController | None = None):
         self.policy = policy
         self.config = config

@@ -4,10 +4,10 @@ from __future__ import annotations
 import re
 
 from pra.reward_agent import Readout
-from search.backends.base import BackendStats, Completion, PolicyBackend, SamplingParams
+from pra.backends.base import BackendStats, Completion, LMBackend, SamplingParams
 
 
-class ScriptedPolicy(PolicyBackend):
+class ScriptedPolicy(LMBackend):
     """``script(question_text, step_number, sample_index) -> step text``; records every call."""
 
     def __init__(self, script, force: str = "A"):

@@ -11,7 +11,7 @@ import pytest
 
 from eval.run import EvalConfig, run_eval
 from pra.prompts import DIRECT_PREFIX, policy_messages
-from search.backends.base import SamplingParams
+from pra.backends.base import SamplingParams
 from search.engine import SearchConfig
 from tests.test_engine import q
 

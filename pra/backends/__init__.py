@@ -1,12 +1,12 @@
 """Policy backends; ``load_policy`` picks one from a model spec."""
 from __future__ import annotations
 
-from search.backends.base import PolicyBackend
+from pra.backends.base import LMBackend
 
 
-def load_policy(model: str, backend: str = "transformers", **kwargs) -> PolicyBackend:
+def load_policy(model: str, backend: str = "transformers", **kwargs) -> LMBackend:
     """``transformers`` (default, CPU or GPU)."""
     if backend == "transformers":
-        from search.backends.transformers_backend import TransformersBackend
+        from pra.backends.transformers_backend import TransformersBackend
         return TransformersBackend(model, **kwargs)
     raise ValueError(f"unknown policy backend {backend!r}")

@@ -43,7 +43,7 @@ class BackendNotInstalled(RuntimeError):
     pass
 
 
-class PolicyBackend(ABC):
+class LMBackend(ABC):
     """A frozen policy LM. Implementations: transformers (here), vLLM in process, OpenAI-compatible HTTP."""
 
     name: str
@@ -65,6 +65,21 @@ class PolicyBackend(ABC):
     def choice_logprobs(self, prompts: list[str], choices: list[list[str]]) -> list[dict[str, float]]:
         """For each prompt, log-probabilities (renormalised over the choices) of each choice as the next
         token. Used to read an answer letter without generation (direct answers, forced answers)."""
+
+    @abstractmethod
+    def slot_logprobs(self, prompts: list[tuple[str, str]], digits: tuple[str, str] = ("0", "1"),
+                      sep: str = ",") -> list[SlotLogprobs]:
+        """Read a two-slot answer ``d1<sep>d2`` after each prompt, given as (shared prefix, own suffix):
+        log p of each digit as the next token (slot 1), then, after the more likely slot-1 digit and
+        ``sep``, log p of each digit again (slot 2) -- what greedy decoding of the answer would see.
+        Prompts that share a prefix may share its computation (KV reuse, prefix caching)."""
+
+
+@dataclass(frozen=True)
+class SlotLogprobs:
+    """Log-probabilities of the digit tokens at the two output slots of an ``r,s`` answer."""
+    slot1: dict[str, float]
+    slot2: dict[str, float]
 
 
 def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:

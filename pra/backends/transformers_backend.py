@@ -7,14 +7,16 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from pra.models import load_causal_lm
-from search.backends.base import (BackendStats, Completion, Message, PolicyBackend, SamplingParams,
-                                  cut_at_stop)
+from pra.backends.base import (BackendStats, Completion, LMBackend, Message, SamplingParams,
+                              SlotLogprobs, cut_at_stop)
 
 
-class TransformersBackend(PolicyBackend):
-    def __init__(self, model: str, batch_size: int = 32, dtype: str = "float32", device: str | None = None):
+class TransformersBackend(LMBackend):
+    def __init__(self, model: str, batch_size: int = 32, dtype: str = "float32", device: str | None = None,
+                 adapter: str | None = None, share_prefix: bool = True):
         self.name = model
-        self.model, self.tokenizer = load_causal_lm(model, dtype=dtype, device=device)
+        self.model, self.tokenizer = load_causal_lm(model, dtype=dtype, device=device, adapter=adapter)
+        self.share_prefix = share_prefix
         self.tokenizer.padding_side = "left"
         self.batch_size = batch_size
         self.stats = BackendStats()
@@ -85,7 +87,7 @@ class TransformersBackend(PolicyBackend):
         self.stats.generated_tokens += n_tokens
         return Completion(text=text, tokens=n_tokens, stopped=hit_stop or ended is not None)
 
-    def letter_token_ids(self, choices: list[str]) -> list[int]:
+    def token_ids(self, choices: list[str] | tuple[str, ...]) -> list[int]:
         ids = []
         for c in choices:
             tok = self.tokenizer.encode(c, add_special_tokens=False)
@@ -103,11 +105,72 @@ class TransformersBackend(PolicyBackend):
             logits = self.model(**enc).logits[:, -1, :].float()   # left padding: last column is the next token
             self.stats.prompt_tokens += int(enc["attention_mask"].sum())
             for row, opts in zip(logits, choices[s:s + self.batch_size]):
-                lp = torch.log_softmax(row[self.letter_token_ids(opts)], dim=-1)
+                lp = torch.log_softmax(row[self.token_ids(opts)], dim=-1)
                 out.append(dict(zip(opts, lp.tolist())))
         self.stats.calls += 1
         self.stats.seconds += time.perf_counter() - start
         return out
+
+
+    @torch.inference_mode()
+    def slot_logprobs(self, prompts: list[tuple[str, str]], digits: tuple[str, str] = ("0", "1"),
+                      sep: str = ",") -> list[SlotLogprobs]:
+        """Prefix KV reuse: each distinct prefix is run once, its cache rows are repeated for the
+        suffixes that share it, and only the suffixes (plus the two answer tokens) are computed per row.
+        With ``share_prefix=False`` every prompt is its own group: the naive cost, the same numbers."""
+        start = time.perf_counter()
+        digit_ids, (sep_id,) = self.token_ids(digits), self.token_ids([sep])
+        keys = [p if self.share_prefix else (i, p) for i, (p, _) in enumerate(prompts)]
+        groups: dict = {}
+        for i, k in enumerate(keys):
+            groups.setdefault(k, []).append(i)
+        out: list[SlotLogprobs | None] = [None] * len(prompts)
+        chunk: list[list[int]] = []
+        for members in groups.values():      # whole groups per forward batch, up to batch_size rows
+            if chunk and sum(map(len, chunk)) + len(members) > self.batch_size:
+                self._slot_chunk(prompts, chunk, digit_ids, sep_id, digits, out)
+                chunk = []
+            chunk.append(members)
+        if chunk:
+            self._slot_chunk(prompts, chunk, digit_ids, sep_id, digits, out)
+        self.stats.calls += 1
+        self.stats.seconds += time.perf_counter() - start
+        return out
+
+    def _slot_chunk(self, prompts, groups: list[list[int]], digit_ids, sep_id, digits, out) -> None:
+        tok, dev = self.tokenizer, self.device
+        special = not self.has_chat_template
+        pre = tok([prompts[g[0]][0] for g in groups], return_tensors="pt", padding=True,
+                  add_special_tokens=special).to(dev)
+        pre_mask = pre["attention_mask"]
+        pre_pos = (pre_mask.cumsum(-1) - 1).clamp(min=0)
+        cache = self.model(input_ids=pre["input_ids"], attention_mask=pre_mask, position_ids=pre_pos,
+                           use_cache=True).past_key_values
+        rows = [i for g in groups for i in g]
+        owner = torch.tensor([gi for gi, g in enumerate(groups) for _ in g], device=dev)
+        cache.batch_select_indices(owner)
+        suf_ids = [tok(prompts[i][1], add_special_tokens=False)["input_ids"] for i in rows]
+        width = max(map(len, suf_ids))
+        pad = tok.pad_token_id
+        suf = torch.tensor([ids + [pad] * (width - len(ids)) for ids in suf_ids], device=dev)
+        suf_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in suf_ids], device=dev)
+        lens = torch.tensor([len(ids) for ids in suf_ids], device=dev)
+        base = pre_mask.sum(-1)[owner]                          # real prefix tokens per row
+        mask = torch.cat([pre_mask[owner], suf_mask], dim=1)
+        pos = base[:, None] + torch.arange(width, device=dev)[None, :]
+        logits = self.model(input_ids=suf, attention_mask=mask, position_ids=pos, cache=cache,
+                            use_cache=True).logits
+        first = logits[torch.arange(len(rows), device=dev), lens - 1].float().log_softmax(-1)[:, digit_ids]
+        # Slot 2: feed the more likely slot-1 digit and the separator after each row's last real token.
+        chosen = torch.tensor(digit_ids, device=dev)[first.argmax(-1)]
+        step = torch.stack([chosen, torch.full_like(chosen, sep_id)], dim=1)
+        mask2 = torch.cat([mask, torch.ones(len(rows), 2, dtype=mask.dtype, device=dev)], dim=1)
+        pos2 = (base + lens)[:, None] + torch.arange(2, device=dev)[None, :]
+        logits2 = self.model(input_ids=step, attention_mask=mask2, position_ids=pos2, cache=cache).logits
+        second = logits2[:, -1].float().log_softmax(-1)[:, digit_ids]
+        self.stats.prompt_tokens += int(pre_mask.sum()) + int(lens.sum()) + 2 * len(rows)
+        for r, i in enumerate(rows):
+            out[i] = SlotLogprobs(dict(zip(digits, first[r].tolist())), dict(zip(digits, second[r].tolist())))
 
 
 class StopOnText(StoppingCriteria):
@@ -126,3 +189,4 @@ class StopOnText(StoppingCriteria):
         for i, tail in enumerate(tails):
             done[i] = any(s in tail for s in self.stop)
         return done
+
