@@ -34,6 +34,9 @@ class ScriptedPolicy(LMBackend):
     def choice_logprobs(self, prompts, choices):
         return [{c: (0.0 if c == self.force else -5.0) for c in cs} for cs in choices]
 
+    def slot_logprobs(self, prompts, digits=("0", "1"), sep=","):
+        raise AssertionError("the engine never asks the policy for reward readouts")
+
 
 class TableRewardAgent:
     """Reward = a number looked up from the candidate step's text; action fixed."""
