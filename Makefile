@@ -19,7 +19,7 @@ setup: $(BIN)/.installed
 	$(BIN)/pra models --prepare
 
 demo: setup
-	$(BIN)/pra eval --recipe search/recipes/demo.yaml
+	$(BIN)/pra eval --recipe demo
 
 test: setup
 	$(BIN)/python -m pytest -q tests

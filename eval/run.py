@@ -38,6 +38,11 @@ class EvalConfig:
     search: SearchConfig = field(default_factory=SearchConfig)
     batch_size: int = 32              # sequences per policy forward batch
     max_active: int = 32              # questions in the queue at once
+    backend: str = "transformers"     # policy backend: transformers | vllm | openai
+    base_url: str | None = None       # for the openai backend
+    # reward agent (pra)
+    reward_agent: str = "smollm2-135m-instruct"   # backbone (untrained) or adapter folder / shipped name
+    search_controller: str = "always"             # always | never | threshold:θ | sample
     # retrieval (rag, rag-sc, pra)
     corpus: str = "medcorp-mini"
     retrieval: str = "dense"          # dense | bm25 | hybrid
@@ -86,6 +91,53 @@ def _direct(policy: LMBackend, questions: list[Question], writer: JsonlWriter, b
             bar.update()
 
 
+@dataclass
+class Parts:
+    """What a method runs on; missing parts are loaded from the config."""
+    policy: LMBackend | None = None
+    reward_agent: object | None = None
+    retriever: object | None = None
+    controller: object | None = None
+
+    def complete(self, cfg: EvalConfig) -> "Parts":
+        if self.policy is None:
+            from pra.backends import load_policy
+            extra = {"base_url": cfg.base_url} if cfg.base_url else {}
+            self.policy = load_policy(cfg.policy, backend=cfg.backend, batch_size=cfg.batch_size, **extra)
+        if cfg.method == "pra":
+            from search.controllers import make_controller
+            self.controller = self.controller or make_controller(cfg.search_controller, cfg.search.seed)
+            if self.reward_agent is None:
+                from pra.reward_agent import load_reward_agent
+                self.reward_agent = load_reward_agent(cfg.reward_agent, batch_size=cfg.batch_size)
+        needs_retriever = cfg.method in ("rag", "rag-sc") or (cfg.method == "pra" and cfg.search_controller != "never")
+        if needs_retriever and self.retriever is None:
+            from corpora.retrieval import load_retriever
+            self.retriever = load_retriever(cfg.corpus, mode=cfg.retrieval)
+        return self
+
+    def engine(self, cfg: EvalConfig) -> Engine:
+        return Engine(self.policy, engine_config(cfg), reward_agent=self.reward_agent,
+                      retriever=self.retriever, controller=self.controller)
+
+
+def _rag_context(cfg: EvalConfig, parts: Parts, questions: list[Question]) -> dict[str, tuple]:
+    """RAG baselines: top passages for each question, retrieved in one batch, before the question."""
+    if cfg.method not in ("rag", "rag-sc"):
+        return {}
+    hits = parts.retriever.retrieve([q.question for q in questions], cfg.rag_docs)
+    return {q.id: tuple((h.passage.title, h.passage.text) for h in hs) for q, hs in zip(questions, hits)}
+
+
+def run_question(q: Question, cfg: EvalConfig) -> Trace:
+    """One question typed by a user, through the same parts and engine as ``run_eval``."""
+    if cfg.method == "direct":
+        raise ValueError("`pra search` decodes step by step; use a trace method (cot, sc, rag, rag-sc, pra)")
+    parts = Parts().complete(cfg)
+    (trace,) = parts.engine(cfg).run([Trace(q, context=_rag_context(cfg, parts, [q]).get(q.id, ()))])
+    return trace
+
+
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(records)
     acc = sum(r["correct"] for r in records) / n if n else 0.0
@@ -110,21 +162,12 @@ def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None
     todo = [q for q in load.questions if q.id not in writer.done]
     bar = tqdm(total=len(load.questions), initial=len(load.questions) - len(todo), desc=f"{cfg.method} {cfg.benchmark}")
     if todo:
-        if policy is None:
-            from pra.backends import load_policy
-            policy = load_policy(cfg.policy, batch_size=cfg.batch_size)
+        parts = Parts(policy, reward_agent, retriever, controller).complete(cfg)
         if cfg.method == "direct":
-            _direct(policy, todo, writer, bar, cfg.batch_size)
+            _direct(parts.policy, todo, writer, bar, cfg.batch_size)
         else:
-            context = {}
-            if cfg.method in ("rag", "rag-sc"):
-                if retriever is None:
-                    from corpora.retrieval import load_retriever
-                    retriever = load_retriever(cfg.corpus, mode=cfg.retrieval)
-                hits = retriever.retrieve([q.question for q in todo], cfg.rag_docs)
-                context = {q.id: tuple((h.passage.title, h.passage.text) for h in hs) for q, hs in zip(todo, hits)}
-            engine = Engine(policy, engine_config(cfg), reward_agent=reward_agent, retriever=retriever,
-                            controller=controller)
+            context = _rag_context(cfg, parts, todo)
+            engine = parts.engine(cfg)
             traces = (Trace(q, context=context.get(q.id, ())) for q in todo)
             for t in engine.run(traces, max_active=cfg.max_active):
                 writer.write(_record(t, cfg.method))
@@ -134,6 +177,7 @@ def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None
     ids = {q.id for q in load.questions}
     records = [r for r in read_records(out / "records.jsonl") if r["id"] in ids]
     summary = {"benchmark": cfg.benchmark, "method": cfg.method, "policy": cfg.policy,
+               **({"reward_agent": cfg.reward_agent, "search": cfg.search_controller} if cfg.method == "pra" else {}),
                "skipped_bad_rows": load.skipped, **summarize(records)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

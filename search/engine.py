@@ -197,7 +197,10 @@ class Engine:
             question=t.question, steps=tuple(c.texts[:-1]),
             rewards=tuple(s.reward for s in c.steps[:-1]), step=c.steps[-1].text,
             docs=c.docs) for t, c in jobs]
+        counted = getattr(getattr(self.reward_agent, "backend", None), "stats", None)
+        before = counted.prompt_tokens if counted else 0
         readouts: list[Readout] = self.reward_agent.score(requests)
+        per_request = (counted.prompt_tokens - before) / len(requests) if counted else 0.0
         need = self.controller.needs_readout
         decisions = self.controller.decide([r.action for r in readouts]) if need else [False] * len(jobs)
         for (t, c), r, d in zip(jobs, readouts, decisions):
@@ -209,6 +212,7 @@ class Engine:
             if not c.wants_search:
                 c.score = sum(s.reward or 0.0 for s in c.steps)
             t.stats["reward_calls"] += 1
+            t.stats["reward_tokens"] += per_request
 
     def _prune(self, t: Trace) -> None:
         """Keep the top B by cumulative reward (finished candidates compete too), then go on or stop."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+import zlib
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
@@ -20,7 +21,6 @@ class TransformersBackend(LMBackend):
         self.tokenizer.padding_side = "left"
         self.batch_size = batch_size
         self.stats = BackendStats()
-        self._calls = 0
 
     @property
     def device(self) -> torch.device:
@@ -52,8 +52,9 @@ class TransformersBackend(LMBackend):
         texts: list[Completion | None] = [None] * len(flat)
         sample = params.temperature > 0
         if params.seed is not None:
-            torch.manual_seed(params.seed + self._calls)
-        self._calls += 1
+            # Seeded by the call's content, not a call counter: the same command gives the same samples
+            # however often the backend was used before.
+            torch.manual_seed(zlib.crc32("\x00".join(prompts).encode(), params.seed))
         for s in range(0, len(order), self.batch_size):
             chunk = order[s:s + self.batch_size]
             enc = self._encode([flat[j][1] for j in chunk])
