@@ -167,6 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()     # weight-loading bars would bury the run's own progress
+    hf_logging.set_verbosity_error()
     try:
         args.func(args)
     except (ValueError, FileNotFoundError, RuntimeError) as err:

@@ -46,11 +46,14 @@ class TransformersBackend(LMBackend):
     @torch.inference_mode()
     def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
         start = time.perf_counter()
+        sample = params.temperature > 0
+        if not sample and params.n > 1:   # greedy samples are all alike: decode once, hand out n copies
+            once = self.generate(prompts, SamplingParams(**{**params.__dict__, "n": 1}))
+            return [outs * params.n for outs in once]
         flat = [(i, p) for i, p in enumerate(prompts) for _ in range(params.n)]
         # Sort by length so that each batch pads little; results go back to prompt order.
         order = sorted(range(len(flat)), key=lambda j: len(flat[j][1]))
         texts: list[Completion | None] = [None] * len(flat)
-        sample = params.temperature > 0
         if params.seed is not None:
             # Seeded by the call's content, not a call counter: the same command gives the same samples
             # however often the backend was used before.

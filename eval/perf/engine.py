@@ -1,0 +1,82 @@
+"""Engine benchmark: ``python -m eval.perf.engine``.
+
+From one run on 16 medmcqa-eval questions (B=2, b=4, at most 3 steps, greedy, SmolLM2 as policy and as
+untrained reward agent, never-search so that policy and scoring dominate):
+  1. the stage-batched queue against the same engine fed one question at a time (same answers?);
+  2. prefix-reused reward scoring against naive scoring, on the scoring requests the run made;
+  3. the share of wall time spent outside backend calls;
+  4. peak memory.
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+from eval.benchmarks import load_eval_benchmark
+from pra.backends.transformers_backend import TransformersBackend
+from pra.reward_agent import RewardAgent
+from search.controllers import Never
+from search.engine import Engine, SearchConfig, Trace
+
+
+class Recording(RewardAgent):
+    """The reward agent, keeping every batch of requests it scored (to replay them for timing)."""
+
+    def __init__(self, backend):
+        super().__init__(backend)
+        self.batches = []
+
+    def score(self, requests):
+        self.batches.append(requests)
+        return super().score(requests)
+
+
+def timed_run(engine: Engine, questions, max_active: int) -> tuple[float, dict]:
+    backends = {id(engine.policy): engine.policy, id(engine.reward_agent.backend): engine.reward_agent.backend}
+    before = sum(b.stats.seconds for b in backends.values())
+    start = time.perf_counter()
+    answers = {t.question.id: t.prediction for t in engine.run([Trace(q) for q in questions], max_active=max_active)}
+    wall = time.perf_counter() - start
+    inside = sum(b.stats.seconds for b in backends.values()) - before
+    return wall, {"answers": answers, "outside": (wall - inside) / wall}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--questions", type=int, default=16)
+    ap.add_argument("--model", default="smollm2-135m-instruct")
+    args = ap.parse_args()
+    questions = load_eval_benchmark("medmcqa-eval", limit=args.questions).questions
+    backend = TransformersBackend(args.model, batch_size=64)
+    agent = Recording(backend)
+    config = SearchConfig(beam_width=2, branching=4, max_steps=3, step_tokens=32, temperature=0.0)
+    engine = Engine(backend, config, reward_agent=agent, controller=Never())
+
+    batched, info_b = timed_run(engine, questions, max_active=len(questions))
+    requests = [r for batch in agent.batches for r in batch]
+    single, info_s = timed_run(engine, questions, max_active=1)
+    same = info_b["answers"] == info_s["answers"]
+    print(f"queue: {len(questions)} questions batched {batched:.1f} s, one at a time {single:.1f} s, "
+          f"speed-up {single / batched:.2f}x (target >= 1.8x); identical answers: {same}")
+    print(f"time outside backend calls: batched {info_b['outside']:.1%}, one at a time {info_s['outside']:.1%} "
+          f"(target < 10%)")
+
+    def score_time(share: bool) -> float:
+        backend.share_prefix = share
+        start = time.perf_counter()
+        for s in range(0, len(requests), 64):
+            agent.score(requests[s:s + 64])
+        return time.perf_counter() - start
+
+    reused, naive = score_time(True), score_time(False)
+    print(f"scoring {len(requests)} candidate steps: prefix reuse {reused:.1f} s, naive {naive:.1f} s, "
+          f"speed-up {naive / reused:.2f}x (target >= 1.5x)")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak memory {peak:.0f} MB")
+    print(f"summary: queue {single / batched:.2f}x, prefix reuse {naive / reused:.2f}x, outside backends "
+          f"{info_b['outside']:.1%}, same answers {same}, peak {peak:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
