@@ -66,3 +66,23 @@ def test_killed_run_resumes_to_exactly_n_records(tmp_path):
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ids = [r["id"] for r in records(tmp_path)]
     assert len(ids) == 4 and len(set(ids)) == 4
+
+
+def test_rag_puts_retrieved_passages_before_the_question(smollm2, tmp_path):
+    from corpora.retrieval import load_retriever
+
+    cfg = EvalConfig(method="rag", limit=1, out=str(tmp_path), rag_docs=2, search=SMALL)
+    run_eval(cfg, policy=smollm2, retriever=load_retriever("medcorp-mini", mode="bm25"))
+    (r,) = records(tmp_path)
+    assert len(r["context"]) == 2 and r["prediction"] in "ABCD"
+
+
+def test_gemma_base_model_runs_cot_from_plain_text(tmp_path):
+    from pra.backends.transformers_backend import TransformersBackend
+
+    gemma = TransformersBackend("gemma3-270m")
+    assert not gemma.has_chat_template
+    summary = run_eval(EvalConfig(method="cot", policy="gemma3-270m", limit=1, out=str(tmp_path), search=SMALL),
+                       policy=gemma)
+    (r,) = records(tmp_path)
+    assert summary["n"] == 1 and r["prediction"] in "ABCD" and r["steps"]
