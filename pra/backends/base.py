@@ -6,6 +6,7 @@ assistant's text so far into one (with the model's chat template when it has one
 """
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -86,3 +87,30 @@ def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
     """Cut ``text`` before the earliest stop string; say whether one was found."""
     cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
     return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+def render_chat(tokenizer, messages: list[Message], assistant_prefix: str = "") -> str:
+    """``LMBackend.render`` for backends holding a Hugging Face tokenizer, so that all of them build the
+    same prompt: the chat template (plain text without one), then the assistant's text so far."""
+    if tokenizer.chat_template:
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) + assistant_prefix
+    return "\n\n".join(m.content for m in messages) + "\n\n" + assistant_prefix
+
+
+MISSING_MARGIN = 1.0   # nats below the smallest listed log-prob, for a token missing from a top-k list
+
+
+def pick_logprobs(top: dict, keys: list, margin: float = MISSING_MARGIN) -> list[float]:
+    """Log-probs of ``keys`` from a top-k list (token -> log p), the most that servers return. A key
+    missing from the list is less likely than all of it; its true value is unknown, so it gets the
+    list's minimum minus ``margin``: it ranks last and stays finite."""
+    floor = min(top.values()) - margin
+    return [top.get(k, floor) for k in keys]
+
+
+def renormalise(logprobs: dict[str, float]) -> dict[str, float]:
+    """Log-softmax over the given entries only."""
+    top = max(logprobs.values())
+    z = top + math.log(sum(math.exp(v - top) for v in logprobs.values()))
+    return {k: v - z for k, v in logprobs.items()}
