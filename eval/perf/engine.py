@@ -48,7 +48,7 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m-instruct")
     args = ap.parse_args()
     questions = load_eval_benchmark("medmcqa-eval", limit=args.questions).questions
-    backend = TransformersBackend(args.model, batch_size=64)
+    backend = TransformersBackend(args.model, batch_size=64, dtype="float32")  # exact: answers compared
     agent = Recording(backend)
     config = SearchConfig(beam_width=2, branching=4, max_steps=3, step_tokens=32, temperature=0.0)
     engine = Engine(backend, config, reward_agent=agent, controller=Never())

@@ -9,11 +9,11 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from pra.models import load_causal_lm
 from pra.backends.base import (BackendStats, Completion, LMBackend, Message, SamplingParams,
-                              SlotLogprobs, cut_at_stop)
+                              SlotLogprobs, cut_at_stop, render_chat)
 
 
 class TransformersBackend(LMBackend):
-    def __init__(self, model: str, batch_size: int = 32, dtype: str = "float32", device: str | None = None,
+    def __init__(self, model: str, batch_size: int = 32, dtype: str | None = None, device: str | None = None,
                  adapter: str | None = None, share_prefix: bool = True):
         self.name = model
         self.model, self.tokenizer = load_causal_lm(model, dtype=dtype, device=device, adapter=adapter)
@@ -31,11 +31,7 @@ class TransformersBackend(LMBackend):
         return bool(self.tokenizer.chat_template)
 
     def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
-        if self.has_chat_template:
-            chat = [{"role": m.role, "content": m.content} for m in messages]
-            head = self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-            return head + assistant_prefix
-        return "\n\n".join(m.content for m in messages) + "\n\n" + assistant_prefix
+        return render_chat(self.tokenizer, messages, assistant_prefix)
 
     def _encode(self, prompts: list[str]) -> dict[str, torch.Tensor]:
         # Chat templates already carry their special tokens; plain prompts get the tokenizer's BOS.
