@@ -68,7 +68,7 @@ def _record(t: Trace, method: str) -> dict[str, Any]:
     return {
         "id": t.question.id, "gold": t.question.answer, "prediction": t.prediction,
         "correct": t.prediction == t.question.answer, "forced": t.forced, "method": method,
-        "steps": [asdict(s) for s in best.steps], "tokens": t.stats["tokens"], "seconds": round(seconds, 3),
+        "steps": [asdict(s) for s in best.steps], "tokens": t.stats["policy_tokens"], "seconds": round(seconds, 3),
         "answers": [c.answer for c in t.beam], "scores": [round(c.score, 4) for c in t.beam],
         "context": [title for title, _ in t.context],
         "stats": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in t.stats.items()},

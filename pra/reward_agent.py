@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from pra.backends.base import LMBackend, SlotLogprobs
+from pra.backends.base import BackendStats, LMBackend, SlotLogprobs
 from pra.prompts import format_question
 from pra.types import Message, Question
 
@@ -70,6 +70,10 @@ class RewardAgent:
     def __init__(self, backend: LMBackend, max_doc_chars: int = 400):
         self.backend = backend
         self.max_doc_chars = max_doc_chars
+
+    @property
+    def stats(self) -> BackendStats:
+        return self.backend.stats
 
     def score(self, requests: list[ScoreRequest]) -> list[Readout]:
         prompts = [render_prompt(self.backend, r, self.max_doc_chars) for r in requests]

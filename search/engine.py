@@ -58,7 +58,6 @@ class Candidate:
     score: float = 0.0            # cumulative reward
     answer: str | None = None
     finished: bool = False        # answered, or the policy ended without one
-    tokens: int = 0
     scored: bool = True           # False while the newest step awaits its reward readout
     wants_search: bool = False    # the controller asked for evidence; SEARCH clears it
     docs: tuple[tuple[str, str], ...] = ()   # evidence for the newest step, shown to the reward agent
@@ -129,12 +128,10 @@ class Engine:
 
     def _advance(self, t: Trace) -> None:
         """Set the next stage from what the candidates still need; prune when all are scored."""
-        if t.stage == Stage.REASON and self.reward_agent is not None:
-            want = self.controller.decide([None] * len(t.candidates)) if not self.controller.needs_readout \
-                else [False] * len(t.candidates)
-            for c, w in zip(t.candidates, want):
-                if not c.scored:
-                    c.wants_search = w
+        if t.stage == Stage.REASON and self.reward_agent is not None and not self.controller.needs_readout:
+            fresh = [c for c in t.candidates if not c.scored]
+            for c, wants in zip(fresh, self.controller.decide([None] * len(fresh))):
+                c.wants_search = wants
         if any(c.wants_search for c in t.candidates):
             t.stage = Stage.SEARCH
         elif any(not c.scored for c in t.candidates):
@@ -169,7 +166,7 @@ class Engine:
                     # An empty step means the policy has nothing more to say: the trace ends unanswered.
                     t.candidates.append(Candidate(
                         steps=parent.steps + [Step(text)], score=parent.score, answer=answer,
-                        finished=answer is not None or not text, tokens=parent.tokens + out.tokens,
+                        finished=answer is not None or not text,
                         scored=self.reward_agent is None))
                     t.stats["candidates"] += 1
                     t.stats["policy_tokens"] += out.tokens
@@ -185,7 +182,6 @@ class Engine:
             step = c.steps[-1]
             step.searched = True
             step.doc_ids = [h.passage.id for h in hits]
-            c.steps[-1] = step
             c.wants_search = False
             c.scored = False           # read the reward again, now with the documents
             c.docs = tuple((h.passage.title, h.passage.text) for h in hits)
@@ -197,7 +193,7 @@ class Engine:
             question=t.question, steps=tuple(c.texts[:-1]),
             rewards=tuple(s.reward for s in c.steps[:-1]), step=c.steps[-1].text,
             docs=c.docs) for t, c in jobs]
-        counted = getattr(getattr(self.reward_agent, "backend", None), "stats", None)
+        counted = getattr(self.reward_agent, "stats", None)
         before = counted.prompt_tokens if counted else 0
         readouts: list[Readout] = self.reward_agent.score(requests)
         per_request = (counted.prompt_tokens - before) / len(requests) if counted else 0.0
@@ -244,7 +240,6 @@ class Engine:
             else:
                 t.prediction = t.best.answer
                 t.forced = t.best.forced
-            t.stats["tokens"] = sum(c.tokens for c in t.beam)
 
 
 def search_query(question: Question, steps: Sequence[str]) -> str:
