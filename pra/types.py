@@ -1,4 +1,4 @@
-"""Shared value types: a benchmark question, and the trace record written per question."""
+"""Shared value types: a benchmark question, a chat message, a kept reasoning step."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -37,21 +37,3 @@ class Step:
     action: float | None = None      # p(search) from the action readout
     searched: bool = False
     doc_ids: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Record:
-    """What one finished question leaves in ``records.jsonl``."""
-    id: str
-    gold: str
-    prediction: str | None
-    correct: bool
-    forced: bool
-    method: str
-    steps: list[dict[str, Any]]
-    tokens: int
-    seconds: float
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
