@@ -1,0 +1,98 @@
+"""The settings of ``pra label`` and ``pra train``, filled from a YAML recipe (``label:`` and ``train:``
+blocks of one file, so that the training block can point at the labelling block's output), then from
+command-line flags."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+RECIPES = Path(__file__).parent / "recipes"
+
+
+@dataclass
+class LabelConfig:
+    benchmark: str = "medmcqa-train"     # training questions only; evaluation sets are refused
+    limit: int | None = 300
+    shard: str | None = None             # "i/n"
+    out: str = "runs/labels"
+    # the policy whose traces are labelled (and which completes the rollouts)
+    policy: str = "smollm2-135m-instruct"
+    backend: str = "transformers"        # transformers | vllm | openai
+    base_url: str | None = None
+    traces: int = 1                      # per question: 1 = greedy CoT, k > 1 = k sampled traces
+    max_steps: int = 4
+    step_tokens: int = 48
+    temperature: float = 0.7             # sampled traces and rollouts
+    top_p: float = 0.95
+    seed: int = 0
+    batch_size: int = 16
+    max_active: int = 16                 # questions (or partial traces) in the engine's queue at once
+    chunk: int = 4                       # questions labelled per batch: what a stop loses at most
+    # teachers
+    teachers: list[str] = field(default_factory=lambda: ["judge", "rollout"])
+    judge: str = "smollm2-135m-instruct"
+    judge_backend: str = "transformers"
+    judge_base_url: str | None = None
+    corpus: str = "medcorp-mini"
+    retrieval: str = "dense"             # dense | bm25 | hybrid
+    docs: int = 2                        # passages per step (the judge's evidence; training prompts' documents)
+    max_doc_chars: int = 600             # per passage in the judge's prompt
+    rollouts: int = 4                    # n completions per partial trace
+    rollout_steps: int = 2               # further steps per completion before an answer is forced (>= 1)
+    rollout_threshold: float = 0.5       # hard rollout label: share reaching the gold answer >= this
+
+
+@dataclass
+class TrainConfig:
+    labels: str = "runs/labels/labels.jsonl"
+    out: str = "runs/agent"
+    base: str = "smollm2-135m-instruct"  # registry name or hub id: what the adapter records as its base
+    reward_label: str = "judge"          # judge | rollout | soft (the rollout share as a soft target)
+    search_label: str = "always"         # always (the paper's main setting) | margin (median |dm|)
+    lora: bool = True                    # False: full fine-tuning
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.05
+    lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    lr: float = 3e-5
+    scheduler: str = "cosine"            # any transformers.get_scheduler name
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    batch_size: int = 4                  # examples per forward pass
+    grad_accum: int = 4                  # forward passes per optimizer step
+    epochs: int = 3
+    max_steps: int | None = None         # optimizer steps at most (smoke runs)
+    max_grad_norm: float = 1.0
+    bf16: bool = False                   # autocast to bfloat16 (weights and optimizer stay float32)
+    max_doc_chars: int = 400             # per passage in the agent's prompt, as at inference
+    max_tokens: int = 1024               # longer prompts are dropped (and counted), never cut
+    val_fraction: float = 0.1            # of the questions
+    save_every: int = 50                 # optimizer steps between checkpoints
+    eval_every: int | None = None        # optimizer steps between validations (also at start and end)
+    keep: int = 2                        # checkpoints kept
+    seed: int = 0
+    device: str | None = None            # default: cuda when available
+
+
+def recipe_path(recipe: str) -> Path:
+    """A YAML file, or the name of one in training/recipes."""
+    for path in (Path(recipe), RECIPES / f"{recipe}.yaml"):
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"no recipe file {recipe!r} (and no training/recipes/{recipe}.yaml)")
+
+
+def load_config(cls: type, section: str, recipe: str | None, overrides: dict[str, Any]):
+    """``cls`` from the recipe's ``section`` block, then every override that is not None."""
+    data: dict[str, Any] = {}
+    if recipe:
+        path = recipe_path(recipe)
+        data = (yaml.safe_load(path.read_text()) or {}).get(section) or {}
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"{path}: unknown {section} field(s) {', '.join(sorted(unknown))}")
+    data.update({f.name: overrides[f.name] for f in fields(cls) if overrides.get(f.name) is not None})
+    return cls(**data)

@@ -1,0 +1,263 @@
+"""``pra label``: policy traces on training questions, and teacher labels for every step of them.
+
+Two resumable phases, each an append-only JSON-lines file in ``out``:
+
+  traces.jsonl  one record per question: the policy's traces (greedy CoT, or k sampled), as steps
+  labels.jsonl  one record per (question, trace, step): the prompt parts, the retrieved documents, the
+                judge's log-probs without and with them, m, m_docs, dm, the rollout answers, the labels
+
+Traces are fixed on disk before any step is labelled, so a resumed run labels the same steps. The
+search label compares |dm| with the median over the whole labelled set, so it is applied when the
+labels are read (``with_search_labels``), never stored: resuming cannot shift it.
+
+Teachers: the judge (the paper's: an LLM shown the question, the gold answer, documents and the trace
+up to the step, answering one digit, read as log-probs of ``0``/``1``) and Monte-Carlo rollouts
+(Math-Shepherd: the share of the policy's completions from the step that reach the gold answer).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from tqdm import tqdm
+
+from eval.benchmarks import EVAL_BENCHMARKS, load_benchmark, parse_shard
+from pra.backends import load_policy
+from pra.backends.base import LMBackend
+from pra.prompts import format_documents, format_question, steps_prefix
+from pra.records import JsonlWriter, read_records
+from pra.steps import extract_answer
+from pra.types import Message, Question, Step
+from search.engine import Candidate, Engine, SearchConfig, Trace, search_query
+from training.config import LabelConfig
+
+TEACHERS = ("judge", "rollout")
+JUDGE_SYSTEM = "You are a medical expert who grades students' reasoning strictly."
+JUDGE_INSTRUCTIONS = (
+    "Below are a medical multiple-choice question, its correct answer, {docs}and a student's step-by-step "
+    "solution up to its latest step. Judge the latest step only: is it medically accurate and a sound step "
+    "towards the correct answer? Reply with one digit: 1 if the latest step is correct, 0 if it is incorrect."
+)
+
+
+# -- the label maths -------------------------------------------------------------------------------
+
+def margin(logprobs: dict[str, float]) -> float:
+    """m = log p(1) - log p(0); renormalising the two log-probs (adding one constant) leaves it as is."""
+    return logprobs["1"] - logprobs["0"]
+
+
+def judge_fields(logp: dict[str, float], logp_docs: dict[str, float]) -> dict[str, Any]:
+    """The judge's reading of one step: margins without and with documents, their shift dm = m - m_docs,
+    and the reasoning label, which is the judgement with documents."""
+    m, m_docs = margin(logp), margin(logp_docs)
+    return {"logp": logp, "logp_docs": logp_docs, "m": m, "m_docs": m_docs, "dm": m - m_docs,
+            "judge_label": int(m_docs > 0)}
+
+
+def search_labels(dms: Sequence[float]) -> tuple[list[int], float]:
+    """1 where |dm| exceeds the median |dm| of the set (the documents moved the judge more than usual;
+    about half the steps), and that median."""
+    threshold = statistics.median(abs(d) for d in dms)
+    return [int(abs(d) > threshold) for d in dms], threshold
+
+
+def with_search_labels(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records with ``search_label`` set wherever the judge gave a margin shift."""
+    records = [dict(r) for r in records]
+    judged = [r for r in records if r.get("dm") is not None]
+    if judged:
+        for r, s in zip(judged, search_labels([r["dm"] for r in judged])[0]):
+            r["search_label"] = s
+    return records
+
+
+def label_stats(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """What the issue asks to report: share of positive steps, share of search labels, steps per trace."""
+    recs = list(records)
+    if not recs:
+        return {"steps": 0}
+    traces = {(r["question_id"], r["trace"]) for r in recs}
+    mean = lambda key, rs: round(statistics.fmean(r[key] for r in rs), 4)
+    stats: dict[str, Any] = {"questions": len({r["question_id"] for r in recs}), "traces": len(traces),
+                             "steps": len(recs), "steps_per_trace": round(len(recs) / len(traces), 3)}
+    judged = [r for r in recs if r.get("dm") is not None]
+    if judged:
+        labels, threshold = search_labels([r["dm"] for r in judged])
+        stats.update(judge_positive=mean("judge_label", judged), search_share=round(statistics.fmean(labels), 4),
+                     median_abs_dm=round(threshold, 4))
+    rolled = [r for r in recs if r.get("soft_label") is not None]
+    if rolled:
+        stats.update(rollout_positive=mean("rollout_label", rolled), soft_mean=mean("soft_label", rolled))
+    both = [r for r in judged if r.get("soft_label") is not None]
+    if both:
+        stats["judge_rollout_agreement"] = round(statistics.fmean(
+            r["judge_label"] == r["rollout_label"] for r in both), 4)
+    return stats
+
+
+# -- phase 1: traces -------------------------------------------------------------------------------
+
+def generate_traces(cfg: LabelConfig, policy: LMBackend, questions: list[Question], path: Path) -> None:
+    """One record per question with its distinct traces, each a list of non-empty steps and its answer."""
+    k = cfg.traces
+    engine = Engine(policy, SearchConfig(
+        beam_width=k, branching=1, max_steps=cfg.max_steps, step_tokens=cfg.step_tokens,
+        temperature=cfg.temperature if k > 1 else 0.0, top_p=cfg.top_p, seed=cfg.seed, aggregate="vote"))
+    with JsonlWriter(path) as writer:
+        todo = [q for q in questions if q.id not in writer.done]
+        for t in tqdm(engine.run([Trace(q) for q in todo], cfg.max_active), total=len(todo), desc="traces"):
+            distinct = {tuple(s.text for s in c.steps if s.text): c for c in t.beam}
+            writer.write({"id": t.question.id, "traces": [
+                {"steps": list(steps), "answer": c.answer, "forced": c.forced}
+                for steps, c in distinct.items() if steps]})
+
+
+# -- phase 2: labels -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Item:
+    """One step to label: the partial trace up to and including it."""
+    id: str
+    question: Question
+    trace: int
+    steps: tuple[str, ...]
+
+    @property
+    def answer(self) -> str | None:
+        """The step's own answer, when it gives one (the last step of an answered trace)."""
+        return extract_answer(self.steps[-1], self.question.letters)
+
+
+def step_items(questions: dict[str, Question], trace_records: Iterable[dict[str, Any]]) -> list[Item]:
+    return [Item(f"{r['id']}/t{ti}/s{si}", questions[r["id"]], ti, tuple(tr["steps"][:si]))
+            for r in trace_records if r["id"] in questions
+            for ti, tr in enumerate(r["traces"]) for si in range(1, len(tr["steps"]) + 1)]
+
+
+def judge_prompt(judge: LMBackend, item: Item, docs: Sequence[tuple[str, str]] = (),
+                 max_doc_chars: int = 600) -> str:
+    q = item.question
+    parts = [JUDGE_INSTRUCTIONS.format(docs="reference documents " if docs else ""), format_question(q),
+             f"Correct answer: ({q.answer}) {q.options[q.answer]}"]
+    if docs:
+        parts.append("Reference documents:\n" + format_documents([(t, x[:max_doc_chars]) for t, x in docs]))
+    parts.append("Student's solution so far:\n" + steps_prefix(item.steps, None))
+    parts.append(f"Is Step {len(item.steps)} correct? Reply 1 (correct) or 0 (incorrect).")
+    return judge.render([Message("system", JUDGE_SYSTEM), Message("user", "\n\n".join(parts))])
+
+
+def judge_labels(cfg: LabelConfig, judge: LMBackend, items: list[Item],
+                 docs: list[list[tuple[str, str]]]) -> list[dict[str, Any]]:
+    """Both readings of every step in one batched call: without documents, then with them."""
+    prompts = [judge_prompt(judge, i) for i in items] + \
+              [judge_prompt(judge, i, d, cfg.max_doc_chars) for i, d in zip(items, docs)]
+    lps = judge.choice_logprobs(prompts, [["0", "1"]] * len(prompts))
+    return [judge_fields(a, b) for a, b in zip(lps[:len(items)], lps[len(items):])]
+
+
+def rollout_labels(cfg: LabelConfig, policy: LMBackend, items: list[Item]) -> list[dict[str, Any]]:
+    """Each partial trace continued ``rollouts`` times by the policy on the engine (sampled; at most
+    ``rollout_steps`` more steps, then a forced answer). A step that answers is its own outcome."""
+    engine = Engine(policy, SearchConfig(
+        beam_width=cfg.rollouts, branching=1, max_steps=cfg.rollout_steps, step_tokens=cfg.step_tokens,
+        temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed, aggregate="vote"))
+    # The root proposes beam_width x branching = n continuations of the one prefix, then each goes on alone.
+    traces = {i.id: Trace(i.question, beam=[Candidate([Step(s) for s in i.steps])])
+              for i in items if i.answer is None}
+    for _ in engine.run(traces.values(), cfg.max_active):
+        pass
+    out = []
+    for i in items:
+        answers = [i.answer] * cfg.rollouts if i.answer else [c.answer for c in traces[i.id].beam]
+        soft = sum(a == i.question.answer for a in answers) / len(answers)
+        out.append({"rollout_answers": answers, "soft_label": soft,
+                    "rollout_label": int(soft >= cfg.rollout_threshold)})
+    return out
+
+
+def label_chunk(cfg: LabelConfig, items: list[Item], policy: LMBackend, judge: LMBackend | None,
+                retriever) -> list[dict[str, Any]]:
+    """Label records for ``items``: documents for every step (query: the question and its last two
+    steps, as at inference), then each teacher in one batched pass."""
+    hits = retriever.retrieve([search_query(i.question, i.steps) for i in items], cfg.docs)
+    docs = [[(h.passage.title, h.passage.text) for h in hs] for hs in hits]
+    teacher: dict[str, Any] = {}
+    if "judge" in cfg.teachers:
+        teacher["judge"] = judge.name
+    if "rollout" in cfg.teachers:
+        teacher.update(rollout=policy.name, rollouts=cfg.rollouts)
+    records = []
+    for i, d, hs in zip(items, docs, hits):
+        q = i.question
+        records.append({"id": i.id, "question_id": q.id, "trace": i.trace, "step_index": len(i.steps),
+                        "question": q.question, "options": q.options, "gold": q.answer,
+                        "steps": list(i.steps[:-1]), "step": i.steps[-1],
+                        "doc_ids": [h.passage.id for h in hs], "docs": d, "teacher": teacher})
+    if "judge" in cfg.teachers:
+        for r, f in zip(records, judge_labels(cfg, judge, items, docs)):
+            r.update(f)
+    if "rollout" in cfg.teachers:
+        for r, f in zip(records, rollout_labels(cfg, policy, items)):
+            r.update(f)
+    return records
+
+
+def _backend(model: str, backend: str, base_url: str | None, batch_size: int) -> LMBackend:
+    """Only the transformers backend batches itself; vLLM schedules its own batches, a server needs a URL."""
+    extra = {"transformers": {"batch_size": batch_size}, "openai": {"base_url": base_url}}.get(backend, {})
+    return load_policy(model, backend=backend, **extra)
+
+
+# Settings that choose the questions or pace the work; a resumed run may change them, not the others.
+PACING = {"limit", "shard", "batch_size", "max_active", "chunk"}
+
+
+def _check_settings(path: Path, cfg: LabelConfig) -> None:
+    """Refuse to resume with other labelling settings: the file would mix two kinds of label."""
+    label_settings = lambda d: {k: v for k, v in d.items() if k not in PACING}
+    now = json.loads(json.dumps(asdict(cfg)))
+    if path.exists() and label_settings(json.loads(path.read_text())) != label_settings(now):
+        raise ValueError(f"{path.parent} holds labels made with other settings; resume with the same ones or use a new out")
+    path.write_text(json.dumps(now, indent=2))
+
+
+def run_label(cfg: LabelConfig, policy: LMBackend | None = None, judge: LMBackend | None = None,
+              retriever=None) -> dict[str, Any]:
+    """Generate (or resume) the traces, label (or resume labelling) their steps, return the statistics
+    (also written to ``out/label_stats.json``)."""
+    if cfg.benchmark in EVAL_BENCHMARKS:
+        raise ValueError(f"{cfg.benchmark!r} is an evaluation set; label training questions (medmcqa-train)")
+    unknown = set(cfg.teachers) - set(TEACHERS)
+    if unknown or not cfg.teachers:
+        raise ValueError(f"teachers must be one or both of {', '.join(TEACHERS)}, got {cfg.teachers}")
+    shard = parse_shard(cfg.shard) if cfg.shard else None
+    questions = {q.id: q for q in load_benchmark(cfg.benchmark, limit=cfg.limit, shard=shard).questions}
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_settings(out / "label_config.json", cfg)
+    policy = policy or _backend(cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size)
+    generate_traces(cfg, policy, list(questions.values()), out / "traces.jsonl")
+    if "judge" in cfg.teachers and judge is None:
+        same = (cfg.judge, cfg.judge_backend, cfg.judge_base_url) == (cfg.policy, cfg.backend, cfg.base_url)
+        judge = policy if same else _backend(cfg.judge, cfg.judge_backend, cfg.judge_base_url, cfg.batch_size)
+    if retriever is None:
+        from corpora.retrieval import load_retriever
+        retriever = load_retriever(cfg.corpus, mode=cfg.retrieval)
+    with JsonlWriter(out / "labels.jsonl") as writer:
+        items = [i for i in step_items(questions, read_records(out / "traces.jsonl")) if i.id not in writer.done]
+        by_question: dict[str, list[Item]] = {}
+        for i in items:
+            by_question.setdefault(i.question.id, []).append(i)
+        groups = list(by_question.values())
+        for s in tqdm(range(0, len(groups), cfg.chunk), desc="labels"):
+            chunk = [i for g in groups[s:s + cfg.chunk] for i in g]
+            for record in label_chunk(cfg, chunk, policy, judge, retriever):
+                writer.write(record)
+    ids = set(questions)
+    stats = label_stats(r for r in read_records(out / "labels.jsonl") if r["question_id"] in ids)
+    (out / "label_stats.json").write_text(json.dumps(stats, indent=2))
+    return stats
