@@ -11,15 +11,14 @@ from pathlib import Path
 import yaml
 
 
-def _table(title: str, rows: list[dict], columns: list[str]) -> None:
+def _table(title: str, row: dict, columns: dict[str, str]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
-    for c in columns:
-        table.add_column(c)
-    for r in rows:
-        table.add_row(*[f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in columns])
+    for header in columns.values():
+        table.add_column(header, justify="right")
+    table.add_row(*[f"{row[k]:.3f}" if isinstance(row[k], float) else str(row[k]) for k in columns])
     Console().print(table)
 
 
@@ -67,9 +66,9 @@ def cmd_eval(args: argparse.Namespace) -> None:
 
     cfg = _eval_config(args)
     summary = run_eval(cfg)
-    _table(f"{cfg.method} on {cfg.benchmark} ({cfg.policy})", [summary],
-           ["n", "accuracy", "stderr", "forced", "tokens_per_question", "seconds_per_question",
-            "searches_per_question"])
+    _table(f"{cfg.method} on {cfg.benchmark} ({cfg.policy})", summary,
+           {"n": "n", "accuracy": "accuracy", "stderr": "± s.e.", "forced": "forced",
+            "tokens_per_question": "tokens/q", "seconds_per_question": "s/q", "searches_per_question": "searches/q"})
     print(f"records: {Path(cfg.out) / 'records.jsonl'}\nsummary: {Path(cfg.out) / 'summary.json'}")
 
 
@@ -100,6 +99,25 @@ def cmd_search(args: argparse.Namespace) -> None:
         searched = f" searched {', '.join(step.doc_ids)}" if step.searched else ""
         print(f"Step {i} [reward {reward}]{searched}: {step.text}")
     print(f"answer: ({t.prediction}) {q.options.get(t.prediction, '')}" + (" [forced]" if t.forced else ""))
+
+
+def cmd_label(args: argparse.Namespace) -> None:
+    from training.config import LabelConfig, load_config
+    from training.label import run_label
+
+    cfg = load_config(LabelConfig, "label", args.recipe, vars(args))
+    print(json.dumps(run_label(cfg), indent=2))
+    print(f"labels: {Path(cfg.out) / 'labels.jsonl'}")
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from training.config import TrainConfig, load_config
+    from training.train import train
+
+    cfg = load_config(TrainConfig, "train", args.recipe, vars(args))
+    metrics = train(cfg)
+    print(json.dumps({"untrained": metrics["initial"], "trained": metrics["final"]}, indent=2))
+    print(f"reward agent: {cfg.out} (use --reward-agent {cfg.out})")
 
 
 def _add_eval_flags(p: argparse.ArgumentParser) -> None:
@@ -154,6 +172,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--encoder", default="minilm-l6-v2")
     p.add_argument("--kind", default="flat", help="flat | ivf | hnsw | ivfpq")
     p.set_defaults(func=cmd_index_build)
+
+    p = sub.add_parser("label", help="teacher labels for every step of policy traces on training questions (resumable)")
+    p.add_argument("--recipe", default="cpu", help="YAML file (its `label:` block) or a training/recipes name")
+    p.add_argument("--benchmark", help="training questions (medmcqa-train); evaluation sets are refused")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--shard", help="i/n: this machine's share of the questions")
+    p.add_argument("--out", help="folder: traces.jsonl, labels.jsonl, label_stats.json")
+    p.add_argument("--policy")
+    p.add_argument("--backend", help="policy backend: transformers | vllm | openai")
+    p.add_argument("--base-url", dest="base_url")
+    p.add_argument("--traces", type=int, help="per question: 1 = greedy CoT, k > 1 = k sampled")
+    p.add_argument("--max-steps", dest="max_steps", type=int)
+    p.add_argument("--step-tokens", dest="step_tokens", type=int)
+    p.add_argument("--teachers", type=lambda s: s.split(","), help="judge,rollout | judge | rollout")
+    p.add_argument("--judge", help="judge model: embedded name, hub id, or the served name")
+    p.add_argument("--judge-backend", dest="judge_backend", help="transformers | vllm | openai")
+    p.add_argument("--judge-base-url", dest="judge_base_url")
+    p.add_argument("--retrieval", help="dense | bm25 | hybrid")
+    p.add_argument("--docs", type=int, help="passages per step")
+    p.add_argument("--rollouts", type=int, help="completions per partial trace")
+    p.add_argument("--rollout-steps", dest="rollout_steps", type=int)
+    p.add_argument("--batch-size", dest="batch_size", type=int)
+    p.add_argument("--seed", type=int)
+    p.set_defaults(func=cmd_label)
+
+    p = sub.add_parser("train", help="fine-tune the reward agent on teacher labels (resumable)")
+    p.add_argument("--recipe", default="cpu", help="YAML file (its `train:` block) or a training/recipes name")
+    p.add_argument("--labels", help="labels.jsonl from `pra label`")
+    p.add_argument("--out", help="folder: the agent (adapter), checkpoints/, log.jsonl, metrics.json")
+    p.add_argument("--base", help="backbone: embedded name or hub id")
+    p.add_argument("--reward-label", dest="reward_label", help="judge | rollout | soft")
+    p.add_argument("--search-label", dest="search_label", help="always | margin")
+    p.add_argument("--full", dest="lora", action="store_false", default=None, help="full fine-tuning, not LoRA")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--max-steps", dest="max_steps", type=int, help="optimizer steps at most")
+    p.add_argument("--batch-size", dest="batch_size", type=int)
+    p.add_argument("--grad-accum", dest="grad_accum", type=int)
+    p.add_argument("--save-every", dest="save_every", type=int)
+    p.add_argument("--device")
+    p.add_argument("--seed", type=int)
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("retrieve", help="print the passages a query retrieves")
     p.add_argument("text")
