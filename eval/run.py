@@ -102,8 +102,9 @@ class Parts:
     def complete(self, cfg: EvalConfig) -> "Parts":
         if self.policy is None:
             from pra.backends import load_policy
-            extra = {"base_url": cfg.base_url} if cfg.base_url else {}
-            self.policy = load_policy(cfg.policy, backend=cfg.backend, batch_size=cfg.batch_size, **extra)
+            # batch_size is the transformers backend's; vLLM and servers schedule their own batches.
+            extra = {"transformers": {"batch_size": cfg.batch_size}, "openai": {"base_url": cfg.base_url}}
+            self.policy = load_policy(cfg.policy, backend=cfg.backend, **extra.get(cfg.backend, {}))
         if cfg.method == "pra":
             from search.controllers import make_controller
             self.controller = self.controller or make_controller(cfg.search_controller, cfg.search.seed)
