@@ -29,10 +29,10 @@ def run_row(run: Path, first: int | None = None) -> dict:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| policy | method | n | accuracy | tokens / q | seconds / q | searches / q |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| policy | method | n | accuracy | forced | tokens / q | seconds / q | searches / q |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        lines.append(f"| {r['policy']} | {r['method']} | {r['n']} | {r['accuracy']:.3f} ± {r['stderr']:.3f} | "
+        lines.append(f"| {r['policy']} | {r['method']} | {r['n']} | {r['accuracy']:.3f} ± {r['stderr']:.3f} | {r['forced']} | "
                      f"{r['tokens_per_question']:.0f} | {r['seconds_per_question']:.1f} | "
                      f"{r['searches_per_question']:.1f} |")
     return "\n".join(lines)
