@@ -76,8 +76,12 @@ class RewardAgent:
         return self.backend.stats
 
     def score(self, requests: list[ScoreRequest]) -> list[Readout]:
+        """One batched scoring call; identical prompts (sibling candidates that came out the same, as
+        greedy ones always do) are scored once."""
         prompts = [render_prompt(self.backend, r, self.max_doc_chars) for r in requests]
-        return [readout(s) for s in self.backend.slot_logprobs(prompts)]
+        unique = list(dict.fromkeys(prompts))
+        readouts = dict(zip(unique, (readout(s) for s in self.backend.slot_logprobs(unique))))
+        return [readouts[p] for p in prompts]
 
 
 def readout(s: SlotLogprobs) -> Readout:

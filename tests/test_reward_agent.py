@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 
+from pra.backends.base import SlotLogprobs
 from pra.reward_agent import RewardAgent, ScoreRequest, prompt_parts, render_prompt, two_way
 from search.controllers import Always, Never, Sample, Threshold, make_controller
 from tests.test_engine import q
@@ -74,3 +75,16 @@ def test_prefix_reuse_equals_naive_scoring(smollm2):
         smollm2.share_prefix = True
     for a, b in zip(shared, naive):
         assert abs(a.reward - b.reward) < 1e-4 and abs(a.action - b.action) < 1e-4
+
+
+def test_identical_candidates_are_scored_once():
+    from tests.fakes import ScriptedPolicy
+
+    class Counting(ScriptedPolicy):
+        def slot_logprobs(self, prompts, digits=("0", "1"), sep=","):
+            self.scored = prompts
+            return [SlotLogprobs({"0": 0.0, "1": float(i)}, {"0": 0.0, "1": 0.0}) for i, _ in enumerate(prompts)]
+
+    backend = Counting(lambda *a: "")
+    readouts = RewardAgent(backend).score([REQS[0], REQS[1], REQS[0]])
+    assert len(backend.scored) == 2 and readouts[0] == readouts[2] != readouts[1]
