@@ -126,7 +126,10 @@ class TransformersBackend(LMBackend):
             groups.setdefault(k, []).append(i)
         out: list[SlotLogprobs | None] = [None] * len(prompts)
         chunk: list[list[int]] = []
-        for members in groups.values():      # whole groups per forward batch, up to batch_size rows
+        # Whole groups per forward batch, up to batch_size rows, in order of length so that a batch pads
+        # little (padding costs full compute on a CPU).
+        by_length = sorted(groups.values(), key=lambda g: (len(prompts[g[0]][0]), max(len(prompts[i][1]) for i in g)))
+        for members in by_length:
             if chunk and sum(map(len, chunk)) + len(members) > self.batch_size:
                 self._slot_chunk(prompts, chunk, digit_ids, sep_id, digits, out)
                 chunk = []
