@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 import zlib
+from dataclasses import replace
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
@@ -21,6 +22,10 @@ class TransformersBackend(LMBackend):
         self.tokenizer.padding_side = "left"
         self.batch_size = batch_size
         self.stats = BackendStats()
+        # Tokens that end a sequence: the model's end-of-turn ids, its tokenizer's EOS, and padding.
+        model_eos = self.model.generation_config.eos_token_id
+        self._ends = {*(model_eos if isinstance(model_eos, list) else [model_eos]),
+                      self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
 
     @property
     def device(self) -> torch.device:
@@ -44,7 +49,7 @@ class TransformersBackend(LMBackend):
         start = time.perf_counter()
         sample = params.temperature > 0
         if not sample and params.n > 1:   # greedy samples are all alike: decode once, hand out n copies
-            once = self.generate(prompts, SamplingParams(**{**params.__dict__, "n": 1}))
+            once = self.generate(prompts, replace(params, n=1))
             return [outs * params.n for outs in once]
         flat = [(i, p) for i, p in enumerate(prompts) for _ in range(params.n)]
         # Sort by length so that each batch pads little; results go back to prompt order.
@@ -76,11 +81,8 @@ class TransformersBackend(LMBackend):
         return grouped
 
     def _completion(self, ids: torch.Tensor, params: SamplingParams) -> Completion:
-        eos = set(self.model.generation_config.eos_token_id if isinstance(
-            self.model.generation_config.eos_token_id, list) else [self.model.generation_config.eos_token_id])
-        eos.add(self.tokenizer.eos_token_id)
         ids = ids.tolist()
-        ended = next((k for k, t in enumerate(ids) if t in eos or t == self.tokenizer.pad_token_id), None)
+        ended = next((k for k, t in enumerate(ids) if t in self._ends), None)
         kept = ids if ended is None else ids[:ended]
         text, hit_stop = cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), params.stop)
         n_tokens = len(kept) + (ended is not None)
