@@ -58,6 +58,7 @@ def validate(backend, examples: list[Example], max_doc_chars: int) -> dict[str, 
         return {"examples": 0}
     training = backend.model.training
     backend.model.eval()
+    backend.prefix_cache.clear()      # states cached at the last validation came from older weights
     readouts = RewardAgent(backend, max_doc_chars).score([e.request for e in examples])
     backend.model.train(training)
     y = [int(e.reward >= 0.5) for e in examples]

@@ -3,10 +3,11 @@
 From one run on 16 medmcqa-eval questions (B=2, b=4, at most 3 steps, greedy, SmolLM2 as policy and as
 untrained reward agent, never-search so that policy and scoring dominate):
   1. the stage-batched queue against the same engine fed one question at a time (same answers?);
-  2. prefix-reused reward scoring against naive scoring, replaying the scoring requests of a sampled run
+  2. the batched run without prefix caching (every prompt computed from its first token);
+  3. prefix-reused reward scoring against naive scoring, replaying the scoring requests of a sampled run
      on half the questions (greedy siblings are identical and scored once, so they share nothing);
-  3. the share of wall time spent outside backend calls;
-  4. peak memory.
+  4. the share of wall time spent outside backend calls;
+  5. peak memory.
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ class Recording(RewardAgent):
 
 def timed_run(engine: Engine, questions, max_active: int) -> tuple[float, dict]:
     backends = {id(engine.policy): engine.policy, id(engine.reward_agent.backend): engine.reward_agent.backend}
+    for b in backends.values():      # each run starts cold: no prefix cached by the run before
+        b.prefix_cache.clear()
     before = sum(b.stats.seconds for b in backends.values())
     start = time.perf_counter()
     answers = {t.question.id: t.prediction for t in engine.run([Trace(q) for q in questions], max_active=max_active)}
@@ -57,6 +60,9 @@ def main() -> None:
 
     batched, info_b = timed_run(engine, questions, max_active=len(questions))
     single, info_s = timed_run(engine, questions, max_active=1)
+    backend.share_prefix = False
+    uncached, info_u = timed_run(engine, questions, max_active=len(questions))
+    backend.share_prefix = True
     # Greedy siblings are identical (and scored once), so the scoring comparison replays the requests
     # of a sampled run, where the b candidates of a beam differ and share their prefix.
     agent.batches.clear()
@@ -67,11 +73,15 @@ def main() -> None:
     same = info_b["answers"] == info_s["answers"]
     print(f"queue: {len(questions)} questions batched {batched:.1f} s, one at a time {single:.1f} s, "
           f"speed-up {single / batched:.2f}x (target >= 1.8x); identical answers: {same}")
+    print(f"prefix caching (policy steps, forced answers, reward prompts): batched run without it "
+          f"{uncached:.1f} s, speed-up {uncached / batched:.2f}x; identical answers: "
+          f"{info_u['answers'] == info_b['answers']}")
     print(f"time outside backend calls: batched {info_b['outside']:.1%}, one at a time {info_s['outside']:.1%} "
           f"(target < 10%)")
 
     def score_time(share: bool) -> float:
         backend.share_prefix = share
+        backend.prefix_cache.clear()
         start = time.perf_counter()
         for s in range(0, len(requests), 64):
             agent.score(requests[s:s + 64])
@@ -82,7 +92,7 @@ def main() -> None:
           f"speed-up {naive / reused:.2f}x (target >= 1.5x)")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak memory {peak:.0f} MB")
-    print(f"summary: queue {single / batched:.2f}x, prefix reuse {naive / reused:.2f}x, outside backends "
+    print(f"summary: queue {single / batched:.2f}x, prefix caching {uncached / batched:.2f}x, scoring prefix reuse {naive / reused:.2f}x, outside backends "
           f"{info_b['outside']:.1%}, same answers {same}, peak {peak:.0f} MB")
 
 

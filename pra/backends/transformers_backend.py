@@ -1,27 +1,35 @@
-"""Policy backend on Hugging Face transformers: batched, left-padded generation on CPU or GPU."""
+"""Policy backend on Hugging Face transformers: batched generation and scoring on CPU or GPU, with
+automatic prefix caching (``prefix_cache.py``) and a decode loop that drops finished rows."""
 from __future__ import annotations
 
+import os
 import time
 import zlib
-from dataclasses import replace
+from typing import Iterator
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import DynamicCache
 
 from pra.models import load_causal_lm
 from pra.backends.base import (BackendStats, Completion, LMBackend, Message, SamplingParams,
                               SlotLogprobs, cut_at_stop, render_chat)
+from pra.backends.prefix_cache import BLOCK, PrefixCache
+
+STOP_WINDOW = 8    # newest tokens decoded per step to look for a stop string
 
 
 class TransformersBackend(LMBackend):
     def __init__(self, model: str, batch_size: int = 32, dtype: str | None = None, device: str | None = None,
-                 adapter: str | None = None, share_prefix: bool = True):
+                 adapter: str | None = None, share_prefix: bool = True, cache_tokens: int = 100_000):
         self.name = model
         self.model, self.tokenizer = load_causal_lm(model, dtype=dtype, device=device, adapter=adapter)
-        self.share_prefix = share_prefix
-        self.tokenizer.padding_side = "left"
         self.batch_size = batch_size
-        self.stats = BackendStats()
+        self.stats = BackendStats(extra={"cached_prompt_tokens": 0})
+        # Reuse needs every layer to keep all its states; sliding-window layers (Gemma 3) drop old ones.
+        # share_prefix=False turns reuse off: the naive cost, the same numbers.
+        self.share_prefix = share_prefix
+        self.full_attention = not getattr(self.model.config.get_text_config(), "sliding_window", None)
+        self.prefix_cache = PrefixCache(cache_tokens)   # valid while the weights stay as they are
         # Tokens that end a sequence: the model's end-of-turn ids, its tokenizer's EOS, and padding.
         model_eos = self.model.generation_config.eos_token_id
         self._ends = {*(model_eos if isinstance(model_eos, list) else [model_eos]),
@@ -35,53 +43,157 @@ class TransformersBackend(LMBackend):
     def has_chat_template(self) -> bool:
         return bool(self.tokenizer.chat_template)
 
+    @property
+    def _caching(self) -> bool:
+        return self.share_prefix and self.full_attention
+
     def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
         return render_chat(self.tokenizer, messages, assistant_prefix)
 
-    def _encode(self, prompts: list[str]) -> dict[str, torch.Tensor]:
+    def _tokens(self, prompt: str) -> list[int]:
         # Chat templates already carry their special tokens; plain prompts get the tokenizer's BOS.
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True,
-                             add_special_tokens=not self.has_chat_template)
-        return {k: v.to(self.device) for k, v in enc.items()}
+        return self.tokenizer(prompt, add_special_tokens=not self.has_chat_template)["input_ids"]
+
+    # -- forward passes -------------------------------------------------------------------------------
+
+    def _forward(self, rows: list[list[int]]) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
+        """One forward pass over ``rows`` (token ids), each starting after its longest cached prefix.
+        Rows are laid out [pad | cached prefix | pad | new tokens] so that all end in the last column.
+        Returns the batch's cache, its attention mask and each row's next-token logits."""
+        n_rows = len(rows)
+        hits = [self.prefix_cache.lookup(r) if self._caching else (None, 0) for r in rows]
+        cached = max(n for _, n in hits)
+        width = max(len(r) - n for r, (_, n) in zip(rows, hits))
+        mask = torch.zeros(n_rows, cached + width, dtype=torch.long)
+        ids = torch.full((n_rows, width), self.tokenizer.pad_token_id, dtype=torch.long)
+        pos = torch.zeros(n_rows, width, dtype=torch.long)
+        for i, (r, (_, n)) in enumerate(zip(rows, hits)):
+            new = len(r) - n
+            mask[i, cached - n:cached] = 1
+            mask[i, cached + width - new:] = 1
+            ids[i, width - new:] = torch.tensor(r[n:])
+            pos[i, width - new:] = torch.arange(n, len(r))
+        kwargs = {}
+        if cached:
+            past = [PrefixCache.gather(e, n) if e is not None else None for e, n in hits]
+            ref = next(p for p in past if p is not None)
+            layers = []
+            for layer, (k0, v0) in enumerate(ref):
+                k = k0.new_zeros(n_rows, k0.shape[0], cached, k0.shape[2])
+                v = v0.new_zeros(n_rows, v0.shape[0], cached, v0.shape[2])
+                for i, p in enumerate(past):
+                    if p is not None:
+                        k[i, :, cached - p[layer][0].shape[1]:] = p[layer][0]
+                        v[i, :, cached - p[layer][1].shape[1]:] = p[layer][1]
+                layers.append((k, v))
+            kwargs["cache"] = DynamicCache(ddp_cache_data=layers)
+        mask = mask.to(self.device)
+        out = self.model(input_ids=ids.to(self.device), attention_mask=mask, position_ids=pos.to(self.device),
+                         use_cache=True, **kwargs)
+        cache = out.past_key_values
+        new_tokens = sum(len(r) - n for r, (_, n) in zip(rows, hits))
+        self.stats.prompt_tokens += new_tokens
+        self.stats.extra["cached_prompt_tokens"] += sum(n for _, n in hits)
+        if self._caching:
+            for i, (r, (entry, n)) in enumerate(zip(rows, hits)):
+                start = cached + width - (len(r) - n)
+                self.prefix_cache.store(r, entry, n, [(layer.keys[i, :, start:], layer.values[i, :, start:])
+                                                      for layer in cache.layers])
+        return cache, mask, out.logits[:, -1].float()
+
+    def _warm_shared_prefixes(self, rows: list[list[int]]) -> None:
+        """Run and cache, first, the longest prefixes that several rows share and the cache lacks: a
+        question's head, common to its beam's prompts, is then computed once for all of them."""
+        distinct = sorted(set(map(tuple, rows)))
+        shared = set()
+        for a, b in zip(distinct, distinct[1:]):
+            n = len(os.path.commonprefix([a, b])) // BLOCK * BLOCK
+            if n >= 2 * BLOCK and a[:n] not in distinct:
+                shared.add(a[:n])
+        todo = [list(p) for p in sorted(shared)
+                if len(p) - self.prefix_cache.lookup(list(p))[1] > 2 * BLOCK]
+        for _ in self._batches(todo):
+            pass
+
+    def _batches(self, rows: list[list[int]]) -> Iterator[tuple[list[list[int]], DynamicCache, torch.Tensor, torch.Tensor]]:
+        """Forward passes over the distinct rows, ``batch_size`` at a time, those with the fewest new
+        tokens together (padding costs full compute on a CPU). Yields (for each batch row the indices
+        of the input rows equal to it, cache, mask, next-token logits)."""
+        if self._caching and len(rows) > 1:
+            self._warm_shared_prefixes(rows)
+        copies: dict[tuple[int, ...], list[int]] = {}
+        for i, r in enumerate(rows):
+            copies.setdefault(tuple(r), []).append(i)
+        new = {r: len(r) - (self.prefix_cache.lookup(list(r))[1] if self._caching else 0) for r in copies}
+        order = sorted(copies, key=lambda r: (new[r], len(r)))
+        for s in range(0, len(order), self.batch_size):
+            chunk = order[s:s + self.batch_size]
+            cache, mask, logits = self._forward([list(r) for r in chunk])
+            yield [copies[r] for r in chunk], cache, mask, logits
+
+    # -- the backend interface --------------------------------------------------------------------------
 
     @torch.inference_mode()
     def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
         start = time.perf_counter()
         sample = params.temperature > 0
-        if not sample and params.n > 1:   # greedy samples are all alike: decode once, hand out n copies
-            once = self.generate(prompts, replace(params, n=1))
-            return [outs * params.n for outs in once]
-        flat = [(i, p) for i, p in enumerate(prompts) for _ in range(params.n)]
-        # Sort by length so that each batch pads little; results go back to prompt order.
-        order = sorted(range(len(flat)), key=lambda j: len(flat[j][1]))
-        texts: list[Completion | None] = [None] * len(flat)
-        if params.seed is not None:
+        rows = [self._tokens(p) for p in prompts for _ in range(params.n)]
+        generator = None
+        if sample and params.seed is not None:
             # Seeded by the call's content, not a call counter: the same command gives the same samples
             # however often the backend was used before.
-            torch.manual_seed(zlib.crc32("\x00".join(prompts).encode(), params.seed))
-        for s in range(0, len(order), self.batch_size):
-            chunk = order[s:s + self.batch_size]
-            enc = self._encode([flat[j][1] for j in chunk])
-            out = self.model.generate(
-                **enc, max_new_tokens=params.max_tokens, do_sample=sample,
-                temperature=params.temperature if sample else None,
-                top_p=params.top_p if sample else None, top_k=None,
-                stopping_criteria=StoppingCriteriaList([StopOnText(self.tokenizer, params.stop,
-                                                                   enc["input_ids"].shape[1])]),
-                pad_token_id=self.tokenizer.pad_token_id)
-            new = out[:, enc["input_ids"].shape[1]:]
-            self.stats.prompt_tokens += int(enc["attention_mask"].sum())
-            for j, ids in zip(chunk, new):
-                texts[j] = self._completion(ids, params)
+            generator = torch.Generator(device=self.device)
+            generator.manual_seed(zlib.crc32("\x00".join(prompts).encode(), params.seed))
+        flat: list[Completion | None] = [None] * len(rows)
+        for groups, cache, mask, logits in self._batches(rows):
+            if sample:   # equal prompts draw their own samples: one decode row per copy
+                owner = torch.tensor([j for j, g in enumerate(groups) for _ in g], device=self.device)
+                if len(owner) > len(groups):
+                    cache.batch_select_indices(owner)
+                    mask, logits = mask[owner], logits[owner]
+                groups = [[i] for g in groups for i in g]
+            for g, ids in zip(groups, self._decode(cache, mask, logits, params, generator)):
+                for i in g:   # greedy copies are alike: decoded once
+                    flat[i] = self._completion(ids, params)
         self.stats.calls += 1
         self.stats.seconds += time.perf_counter() - start
-        grouped: list[list[Completion]] = [[] for _ in prompts]
-        for (i, _), c in zip(flat, texts):
-            grouped[i].append(c)
-        return grouped
+        return [flat[i * params.n:(i + 1) * params.n] for i in range(len(prompts))]
 
-    def _completion(self, ids: torch.Tensor, params: SamplingParams) -> Completion:
-        ids = ids.tolist()
+    def _decode(self, cache: DynamicCache, mask: torch.Tensor, logits: torch.Tensor, params: SamplingParams,
+                generator: torch.Generator | None) -> list[list[int]]:
+        """Sample up to ``max_tokens`` per row; a row that ends (end token or stop string) leaves the
+        batch at once, so the rest do not carry it."""
+        out: list[list[int]] = [[] for _ in range(len(logits))]
+        alive = list(range(len(logits)))
+        pos = mask.sum(-1)
+        for t in range(params.max_tokens):
+            nxt = pick_tokens(logits, params, generator)
+            keep = []
+            for j, tok in enumerate(nxt.tolist()):
+                row = out[alive[j]]
+                row.append(tok)
+                if tok not in self._ends and not self._stopped(row, params.stop):
+                    keep.append(j)
+            if not keep or t == params.max_tokens - 1:
+                break
+            if len(keep) < len(alive):
+                idx = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(idx)
+                mask, pos, nxt = mask[idx], pos[idx], nxt[idx]
+                alive = [alive[j] for j in keep]
+            mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=1)
+            logits = self.model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos[:, None],
+                                cache=cache, use_cache=True).logits[:, -1].float()
+            pos = pos + 1
+        return out
+
+    def _stopped(self, ids: list[int], stop: tuple[str, ...]) -> bool:
+        if not stop:
+            return False
+        tail = self.tokenizer.decode(ids[-STOP_WINDOW:], skip_special_tokens=True)
+        return any(s in tail for s in stop)
+
+    def _completion(self, ids: list[int], params: SamplingParams) -> Completion:
         ended = next((k for k, t in enumerate(ids) if t in self._ends), None)
         kept = ids if ended is None else ids[:ended]
         text, hit_stop = cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), params.stop)
@@ -101,97 +213,54 @@ class TransformersBackend(LMBackend):
     @torch.inference_mode()
     def choice_logprobs(self, prompts: list[str], choices: list[list[str]]) -> list[dict[str, float]]:
         start = time.perf_counter()
-        out: list[dict[str, float]] = []
-        for s in range(0, len(prompts), self.batch_size):
-            enc = self._encode(prompts[s:s + self.batch_size])
-            logits = self.model(**enc).logits[:, -1, :].float()   # left padding: last column is the next token
-            self.stats.prompt_tokens += int(enc["attention_mask"].sum())
-            for row, opts in zip(logits, choices[s:s + self.batch_size]):
-                lp = torch.log_softmax(row[self.token_ids(opts)], dim=-1)
-                out.append(dict(zip(opts, lp.tolist())))
+        choice_ids = [self.token_ids(c) for c in choices]
+        out: list[dict[str, float] | None] = [None] * len(prompts)
+        for groups, _, _, logits in self._batches([self._tokens(p) for p in prompts]):
+            for g, row in zip(groups, logits):
+                for i in g:
+                    lp = torch.log_softmax(row[choice_ids[i]], dim=-1)
+                    out[i] = dict(zip(choices[i], lp.tolist()))
         self.stats.calls += 1
         self.stats.seconds += time.perf_counter() - start
         return out
-
 
     @torch.inference_mode()
     def slot_logprobs(self, prompts: list[tuple[str, str]], digits: tuple[str, str] = ("0", "1"),
                       sep: str = ",") -> list[SlotLogprobs]:
-        """Prefix KV reuse: each distinct prefix is run once, its cache rows are repeated for the
-        suffixes that share it, and only the suffixes (plus the two answer tokens) are computed per row.
-        With ``share_prefix=False`` every prompt is its own group: the naive cost, the same numbers."""
+        """Both slots from one pass over each prompt plus two tokens. The prefix of each (prefix, suffix)
+        pair is tokenized on its own, so that prompts sharing it share whole tokens, and the prefix
+        cache computes it once."""
         start = time.perf_counter()
         digit_ids, (sep_id,) = self.token_ids(digits), self.token_ids([sep])
-        keys = [p if self.share_prefix else (i, p) for i, (p, _) in enumerate(prompts)]
-        groups: dict = {}
-        for i, k in enumerate(keys):
-            groups.setdefault(k, []).append(i)
+        rows = [self._tokens(pre) + self.tokenizer(suf, add_special_tokens=False)["input_ids"]
+                for pre, suf in prompts]
         out: list[SlotLogprobs | None] = [None] * len(prompts)
-        chunk: list[list[int]] = []
-        # Whole groups per forward batch, up to batch_size rows, in order of length so that a batch pads
-        # little (padding costs full compute on a CPU).
-        by_length = sorted(groups.values(), key=lambda g: (len(prompts[g[0]][0]), max(len(prompts[i][1]) for i in g)))
-        for members in by_length:
-            if chunk and sum(map(len, chunk)) + len(members) > self.batch_size:
-                self._slot_chunk(prompts, chunk, digit_ids, sep_id, digits, out)
-                chunk = []
-            chunk.append(members)
-        if chunk:
-            self._slot_chunk(prompts, chunk, digit_ids, sep_id, digits, out)
+        for groups, cache, mask, logits in self._batches(rows):
+            first = logits.log_softmax(-1)[:, digit_ids]
+            # Slot 2: feed the more likely slot-1 digit and the separator, as greedy decoding would.
+            chosen = torch.tensor(digit_ids, device=self.device)[first.argmax(-1)]
+            step = torch.stack([chosen, torch.full_like(chosen, sep_id)], dim=1)
+            mask2 = torch.cat([mask, mask.new_ones(len(groups), 2)], dim=1)
+            pos2 = mask.sum(-1)[:, None] + torch.arange(2, device=self.device)[None, :]
+            second = self.model(input_ids=step, attention_mask=mask2, position_ids=pos2, cache=cache,
+                                use_cache=True).logits[:, -1].float().log_softmax(-1)[:, digit_ids]
+            self.stats.prompt_tokens += 2 * len(groups)
+            for g, a, b in zip(groups, first.tolist(), second.tolist()):
+                for i in g:
+                    out[i] = SlotLogprobs(dict(zip(digits, a)), dict(zip(digits, b)))
         self.stats.calls += 1
         self.stats.seconds += time.perf_counter() - start
         return out
 
-    def _slot_chunk(self, prompts, groups: list[list[int]], digit_ids, sep_id, digits, out) -> None:
-        tok, dev = self.tokenizer, self.device
-        special = not self.has_chat_template
-        pre = tok([prompts[g[0]][0] for g in groups], return_tensors="pt", padding=True,
-                  add_special_tokens=special).to(dev)
-        pre_mask = pre["attention_mask"]
-        pre_pos = (pre_mask.cumsum(-1) - 1).clamp(min=0)
-        cache = self.model(input_ids=pre["input_ids"], attention_mask=pre_mask, position_ids=pre_pos,
-                           use_cache=True).past_key_values
-        rows = [i for g in groups for i in g]
-        owner = torch.tensor([gi for gi, g in enumerate(groups) for _ in g], device=dev)
-        cache.batch_select_indices(owner)
-        suf_ids = [tok(prompts[i][1], add_special_tokens=False)["input_ids"] for i in rows]
-        width = max(map(len, suf_ids))
-        pad = tok.pad_token_id
-        suf = torch.tensor([ids + [pad] * (width - len(ids)) for ids in suf_ids], device=dev)
-        suf_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in suf_ids], device=dev)
-        lens = torch.tensor([len(ids) for ids in suf_ids], device=dev)
-        base = pre_mask.sum(-1)[owner]                          # real prefix tokens per row
-        mask = torch.cat([pre_mask[owner], suf_mask], dim=1)
-        pos = base[:, None] + torch.arange(width, device=dev)[None, :]
-        logits = self.model(input_ids=suf, attention_mask=mask, position_ids=pos, cache=cache,
-                            use_cache=True).logits
-        first = logits[torch.arange(len(rows), device=dev), lens - 1].float().log_softmax(-1)[:, digit_ids]
-        # Slot 2: feed the more likely slot-1 digit and the separator after each row's last real token.
-        chosen = torch.tensor(digit_ids, device=dev)[first.argmax(-1)]
-        step = torch.stack([chosen, torch.full_like(chosen, sep_id)], dim=1)
-        mask2 = torch.cat([mask, torch.ones(len(rows), 2, dtype=mask.dtype, device=dev)], dim=1)
-        pos2 = (base + lens)[:, None] + torch.arange(2, device=dev)[None, :]
-        logits2 = self.model(input_ids=step, attention_mask=mask2, position_ids=pos2, cache=cache).logits
-        second = logits2[:, -1].float().log_softmax(-1)[:, digit_ids]
-        self.stats.prompt_tokens += int(pre_mask.sum()) + int(lens.sum()) + 2 * len(rows)
-        for r, i in enumerate(rows):
-            out[i] = SlotLogprobs(dict(zip(digits, first[r].tolist())), dict(zip(digits, second[r].tolist())))
 
-
-class StopOnText(StoppingCriteria):
-    """Stop a sequence once its newest tokens spell a stop string. Decodes only a short tail per step:
-    transformers' own ``stop_strings`` criterion costs more than the forward pass of a small model."""
-
-    def __init__(self, tokenizer, stop: tuple[str, ...], prompt_len: int, window: int = 8):
-        self.tokenizer, self.stop, self.prompt_len, self.window = tokenizer, stop, prompt_len, window
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs) -> torch.Tensor:
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        if not self.stop:
-            return done
-        start = max(self.prompt_len, input_ids.shape[1] - self.window)
-        tails = self.tokenizer.batch_decode(input_ids[:, start:], skip_special_tokens=True)
-        for i, tail in enumerate(tails):
-            done[i] = any(s in tail for s in self.stop)
-        return done
-
+def pick_tokens(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> torch.Tensor:
+    """Greedy at temperature 0; else a draw from the temperature-scaled distribution cut to its top-p
+    nucleus (the smallest set of likeliest tokens whose mass reaches top_p)."""
+    if params.temperature <= 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits / params.temperature, dim=-1)
+    if params.top_p < 1:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        sorted_p[sorted_p.cumsum(-1) - sorted_p > params.top_p] = 0
+        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)

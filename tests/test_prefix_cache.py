@@ -1,0 +1,89 @@
+"""Automatic prefix caching: the cache's bookkeeping on small tensors, then the transformers backend on
+the embedded SmolLM2, where reuse must change the cost and not the output."""
+import torch
+
+from pra.backends.base import SamplingParams
+from pra.backends.prefix_cache import BLOCK, PrefixCache
+from pra.prompts import policy_messages, steps_prefix
+from eval.benchmarks import load_eval_benchmark
+from search.engine import STEP_STOPS
+
+
+def kv_for(ids, start=0, layers=2):
+    """Fake states whose values are the token ids, so that gathered states can be read back as ids."""
+    t = torch.tensor(ids[start:], dtype=torch.float32)[None, :, None].expand(1, -1, 3)
+    return [(t, -t) for _ in range(layers)]
+
+
+def test_lookup_takes_whole_blocks_and_never_the_last_token():
+    cache = PrefixCache()
+    a = list(range(100, 140))                       # 40 tokens: two whole blocks
+    cache.store(a, None, 0, kv_for(a))
+    assert cache.lookup(a[:20] + [7] * 30)[1] == BLOCK          # shares 20 tokens: one whole block
+    assert cache.lookup(a)[1] == 2 * BLOCK
+    assert cache.lookup(a[:2 * BLOCK])[1] == BLOCK              # 32 tokens: the last must be run
+    assert cache.lookup([1] + a)[0] is None                     # shifted: nothing shared
+
+
+def test_children_store_only_their_own_tokens_and_gather_through_the_parent():
+    cache = PrefixCache()
+    head = list(range(48))
+    parent = cache.store(head, None, 0, kv_for(head))
+    entry, n = cache.lookup(head + [900, 901] * 10)
+    assert entry is parent and n == 48
+    child_ids = head + list(range(500, 530))
+    child = cache.store(child_ids, parent, 48, kv_for(child_ids, start=48))
+    assert cache.tokens == 48 + 30
+    found, n = cache.lookup(child_ids + [1])
+    assert found is child and n == 64
+    keys, values = PrefixCache.gather(found, n)[1]
+    assert keys[0, :, 0].tolist() == child_ids[:64] and values[0, :, 0].tolist() == [-x for x in child_ids[:64]]
+
+
+def test_eviction_is_least_recently_used_and_spares_parents_of_live_entries():
+    cache = PrefixCache(max_tokens=100)
+    head = list(range(40))
+    parent = cache.store(head, None, 0, kv_for(head))
+    old = cache.store(head + list(range(1000, 1030)), parent, 40, kv_for(list(range(70)), 40))
+    cache.lookup(head + list(range(1000, 1030)) + [5])       # refreshes old, and so its parent
+    new = cache.store(list(range(2000, 2040)), None, 0, kv_for(list(range(40))))
+    assert cache.tokens <= 100
+    kept = set(cache.entries)
+    assert id(new) in kept and id(parent) in kept and id(old) not in kept   # the leaf went first
+    assert cache.lookup(head + [3] * 20)[0] is parent
+
+
+def test_cached_generation_equals_uncached_and_costs_fewer_prompt_tokens(smollm2):
+    questions = load_eval_benchmark("medmcqa-eval", limit=2).questions
+    first = [smollm2.render(policy_messages(q, smollm2.has_chat_template), steps_prefix([], 1)) for q in questions]
+    second = [smollm2.render(policy_messages(q, smollm2.has_chat_template),
+                             steps_prefix(["The question asks about a mechanism."], 2)) for q in questions]
+    params = SamplingParams(max_tokens=16, stop=STEP_STOPS)
+    try:
+        smollm2.share_prefix = False
+        before = smollm2.stats.prompt_tokens
+        naive = smollm2.generate(first, params) + smollm2.generate(second, params)
+        naive_cost = smollm2.stats.prompt_tokens - before
+        smollm2.share_prefix = True
+        smollm2.prefix_cache.clear()
+        before = smollm2.stats.prompt_tokens
+        cached = smollm2.generate(first, params) + smollm2.generate(second, params)
+        cached_cost = smollm2.stats.prompt_tokens - before
+    finally:
+        smollm2.share_prefix = True
+    assert [c[0].text for c in cached] == [c[0].text for c in naive]
+    assert cached_cost < 0.7 * naive_cost       # the second step reran only its new tokens
+
+
+def test_decode_loop_matches_transformers_generate(smollm2):
+    """Rows that finish leave the batch; the others must go on exactly as generate() would run them."""
+    questions = load_eval_benchmark("medmcqa-eval", limit=3).questions
+    prompts = [smollm2.render(policy_messages(q, smollm2.has_chat_template), steps_prefix([], 1)) for q in questions]
+    ours = smollm2.generate(prompts, SamplingParams(max_tokens=12))
+    for prompt, out in zip(prompts, ours):
+        enc = smollm2.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+        with torch.inference_mode():
+            ref = smollm2.model.generate(**enc, max_new_tokens=12, do_sample=False,
+                                         pad_token_id=smollm2.tokenizer.pad_token_id)
+        text = smollm2.tokenizer.decode(ref[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        assert out[0].text == text
