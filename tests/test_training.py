@@ -120,3 +120,22 @@ def test_a_stopped_run_resumes_on_the_same_trajectory(trained, labels, tmp_path,
     assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*")) == ["step-000002", "step-000004"]
     with pytest.raises(ValueError, match="other settings"):
         train(replace(stopped, lr=1e-3))
+
+
+def test_ship_copies_the_adapter_with_a_card_written_from_the_run(trained, labels, tmp_path, monkeypatch):
+    import training.ship as ship_module
+    from dataclasses import asdict
+    from training.config import LabelConfig
+
+    cfg, metrics = trained
+    (labels.parent / "label_config.json").write_text(json.dumps(asdict(LabelConfig())))
+    (labels.parent / "label_stats.json").write_text(json.dumps({"questions": 4, "steps": 8, "steps_per_trace": 2.0}))
+    monkeypatch.setattr(ship_module, "AGENTS_DIR", tmp_path)
+    folder = ship_module.ship(train_module.Path(cfg.out), "tiny-agent", "cpu")
+    card = (folder / "README.md").read_text()
+    auroc = metrics["final"]["reward_auroc"]
+    assert "tiny-agent" in card and (f"{auroc:.3f}" if auroc is not None else "n/a") in card
+    assert json.loads((folder / "metrics.json").read_text())["final"] == metrics["final"]
+    assert load_reward_agent(str(folder)).backend.name == "smollm2-135m-instruct"
+    with pytest.raises(FileNotFoundError, match="adapter_config.json"):
+        ship_module.ship(tmp_path / "no-run", "x", "cpu")

@@ -1,0 +1,102 @@
+"""Ship a trained reward agent with the project: ``python -m training.ship RUN NAME [--recipe cpu]``.
+
+Copies the adapter of a finished ``pra train`` run into ``pra/agents/NAME`` (what ``--reward-agent NAME``
+resolves), with its metrics, the labelling statistics and a model card written from them, so that the
+card's numbers are the run's numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from pra.models import AGENTS_DIR
+
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+
+def _fmt(value) -> str:
+    return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def model_card(name: str, recipe: str, args: dict, metrics: dict, label_cfg: dict, label_stats: dict) -> str:
+    first, last = metrics["initial"], metrics["final"]
+    rows = "\n".join(f"| {key} | {_fmt(first.get(key))} | {_fmt(last.get(key))} |"
+                     for key in ("reward_auroc", "reward_pr_auc", "search_accuracy", "positive_share", "examples"))
+    losses = metrics["train_loss"]
+    return f"""# Reward agent `{name}`
+
+A LoRA adapter on `{args['base']}` that reads a PRA prompt (question, options, the reasoning so far with
+earlier rewards, documents when a search happened, the last step) and answers `r,s`: the step's reward
+and whether to search. Use it with `pra eval --method pra --reward-agent {name}` (the default) and any
+policy: it never sees the policy's weights, only its text.
+
+## Data
+- Questions: the first {label_cfg['limit']} of `medmcqa-train` (MedMCQA, MIT license; rows disjoint from
+  every evaluation set), {label_stats.get('questions', 'n/a')} questions, {label_stats.get('steps', 'n/a')} steps
+  ({_fmt(label_stats.get('steps_per_trace'))} per trace).
+- Traces: `{label_cfg['policy']}` (greedy step-by-step CoT, at most {label_cfg['max_steps']} steps of
+  {label_cfg['step_tokens']} tokens).
+- Teachers: the judge `{label_cfg['judge']}` (the paper's teacher prompt with {label_cfg['docs']} retrieved
+  `{label_cfg['corpus']}` passages and without them; margin shift for search labels) and
+  {label_cfg['rollouts']} Monte-Carlo rollouts per step by the policy (the share reaching the gold answer).
+- Label statistics: {json.dumps({k: v for k, v in label_stats.items() if k not in ('questions', 'steps', 'steps_per_trace')})}
+
+## Training
+`{args['reward_label']}` reward targets, `{args['search_label']}` search labels, LoRA r={args['lora_r']}
+alpha={args['lora_alpha']} on {', '.join(args['lora_targets'])}, lr {args['lr']} ({args['scheduler']},
+{args['warmup_steps']} warm-up steps), effective batch {args['effective_batch']}, {args['epochs']} epoch(s),
+{args['optimizer_steps']} optimizer steps on {args['train_examples']} examples
+({args['dropped_too_long']} dropped as longer than {args['max_tokens']} tokens). Training loss
+{_fmt(losses[0]) if losses else 'n/a'} at the first step, {_fmt(losses[-1]) if losses else 'n/a'} at the last.
+
+## Validation (held-out questions, {last.get('examples')} steps)
+Reward AUROC / PR-AUC against the teacher's reward label (>= 0.5), search-action accuracy against the
+search label, read through the inference code path (`RewardAgent.score`).
+
+| metric | untrained backbone | trained |
+|---|---|---|
+{rows}
+
+## Reproduce
+```
+pra label --recipe {recipe}
+pra train --recipe {recipe}
+python -m training.ship {args['out']} {name} --recipe {recipe}
+```
+Licenses: SmolLM2 (Apache-2.0), MedMCQA (MIT), MedQuAD passages in `medcorp-mini` (CC BY 4.0).
+"""
+
+
+def ship(run: Path, name: str, recipe: str) -> Path:
+    missing = [f for f in ADAPTER_FILES + ("metrics.json", "training_args.json") if not (run / f).exists()]
+    if missing:
+        raise FileNotFoundError(f"{run}: no {', '.join(missing)}; is it a finished LoRA `pra train` run?")
+    args = json.loads((run / "training_args.json").read_text())
+    metrics = json.loads((run / "metrics.json").read_text())
+    labels = Path(args["labels"]).parent
+    label_cfg = json.loads((labels / "label_config.json").read_text())
+    label_stats = json.loads((labels / "label_stats.json").read_text())
+    folder = AGENTS_DIR / name
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in ADAPTER_FILES:
+        shutil.copy2(run / f, folder / f)
+    summary = {k: metrics[k] for k in ("initial", "final")} | {"train_loss": metrics["train_loss"]}
+    (folder / "metrics.json").write_text(json.dumps(summary, indent=2))
+    (folder / "label_stats.json").write_text(json.dumps(label_stats, indent=2))
+    (folder / "README.md").write_text(model_card(name, recipe, args, metrics, label_cfg, label_stats))
+    return folder
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", type=Path, help="a finished `pra train` output folder")
+    ap.add_argument("name", help="the agent's name under pra/agents")
+    ap.add_argument("--recipe", default="cpu", help="the training recipe that made it (for the card)")
+    a = ap.parse_args()
+    print(ship(a.run, a.name, a.recipe))
+
+
+if __name__ == "__main__":
+    main()
