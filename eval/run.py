@@ -2,7 +2,9 @@
 
 Methods: ``direct`` (answer letter from the logits), ``cot`` (one greedy step-by-step trace), ``sc``
 (k sampled traces, majority vote), ``rag`` / ``rag-sc`` (the same with retrieved passages before the
-question), ``pra`` (reward-agent beam search). All trace methods run on the same engine.
+question), ``pra`` (reward-agent beam search). All trace methods run on the same engine, except
+PULSE decoding (``pulse-front``, ``pulse-step``: retrieve and regenerate the steps the probe flags) and
+its IRCoT baseline (``ircot``: retrieve after every step), which have their own step loop.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
@@ -22,7 +24,11 @@ from pra.types import Question
 from pra.backends.base import LMBackend
 from search.engine import Engine, SearchConfig, Trace
 
-METHODS = ("direct", "cot", "sc", "rag", "rag-sc", "pra")
+if TYPE_CHECKING:
+    from search.pulse_decoding import PulseTrace
+
+PULSE_METHODS = {"pulse-front": "front", "pulse-step": "step", "ircot": "ircot"}
+METHODS = ("direct", "cot", "sc", "rag", "rag-sc", "pra", *PULSE_METHODS)
 
 
 @dataclass
@@ -42,7 +48,7 @@ class EvalConfig:
     base_url: str | None = None       # for the openai backend
     # reward agent (pra)
     reward_agent: str = "smollm2-135m-instruct"   # backbone (untrained) or adapter folder / shipped name
-    search_controller: str = "always"             # always | never | threshold:θ | sample
+    search_controller: str = "always"             # always | never | threshold:θ | sample | pulse:PATH[:θ]
     # retrieval (rag, rag-sc, pra)
     corpus: str = "medcorp-mini"
     retrieval: str = "dense"          # dense | bm25 | hybrid
@@ -71,6 +77,19 @@ def _record(t: Trace, method: str) -> dict[str, Any]:
         "steps": [asdict(s) for s in best.steps], "tokens": t.stats["policy_tokens"], "seconds": round(seconds, 3),
         "answers": [c.answer for c in t.beam], "scores": [round(c.score, 4) for c in t.beam],
         "context": [title for title, _ in t.context],
+        "stats": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in t.stats.items()},
+    }
+
+
+def _pulse_record(t: "PulseTrace", method: str) -> dict[str, Any]:
+    """As ``_record``; a step's ``action`` is the probe's p(error), and ``pulse`` lists per step the
+    score, whether it was flagged, the passage used and the text it replaced."""
+    return {
+        "id": t.question.id, "gold": t.question.answer, "prediction": t.answer,
+        "correct": t.answer == t.question.answer, "forced": t.forced, "method": method,
+        "steps": [asdict(s) for s in t.steps], "tokens": t.stats["policy_tokens"],
+        "seconds": round(t.stats["seconds"], 3), "answers": [t.answer], "scores": [],
+        "context": [title for title, _ in t.front], "pulse": t.flags,
         "stats": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in t.stats.items()},
     }
 
@@ -107,7 +126,8 @@ class Parts:
             self.policy = load_policy(cfg.policy, backend=cfg.backend, **extra.get(cfg.backend, {}))
         if cfg.method == "pra":
             from search.controllers import make_controller
-            self.controller = self.controller or make_controller(cfg.search_controller, cfg.search.seed)
+            self.controller = self.controller or make_controller(cfg.search_controller, cfg.search.seed,
+                                                                 policy=self.policy)
             if self.reward_agent is None:
                 from pra.reward_agent import load_reward_agent
                 self.reward_agent = load_reward_agent(cfg.reward_agent, batch_size=cfg.batch_size)
@@ -115,7 +135,26 @@ class Parts:
         if needs_retriever and self.retriever is None:
             from corpora.retrieval import load_retriever
             self.retriever = load_retriever(cfg.corpus, mode=cfg.retrieval)
+        if cfg.method in PULSE_METHODS and self.retriever is None:
+            from corpora.retrieval import load_retriever
+            self.retriever = load_retriever(cfg.corpus, mode="bm25")    # PULSE retrieves with BM25
         return self
+
+    def pulse_decoder(self, cfg: EvalConfig):
+        from search.pulse_decoding import PulseConfig, PulseDecoder
+
+        probe, threshold = None, None
+        if cfg.method != "ircot":
+            from search.controllers import load_pulse
+            name, _, arg = cfg.search_controller.partition(":")
+            if name != "pulse":
+                raise ValueError(f"--method {cfg.method} needs --search pulse:PATH[:threshold], got {cfg.search_controller!r}")
+            pulse = load_pulse(arg, self.policy)
+            probe, threshold = pulse.probe, pulse.threshold
+        # A flagged step's passage is the first unused of its BM25 top --rag-docs (3 by default).
+        config = PulseConfig(mode=PULSE_METHODS[cfg.method], max_steps=cfg.search.max_steps,
+                             step_tokens=cfg.search.step_tokens, candidates=cfg.rag_docs)
+        return PulseDecoder(self.policy, self.retriever, config, probe, threshold)
 
     def engine(self, cfg: EvalConfig) -> Engine:
         return Engine(self.policy, engine_config(cfg), reward_agent=self.reward_agent,
@@ -132,8 +171,8 @@ def _rag_context(cfg: EvalConfig, parts: Parts, questions: list[Question]) -> di
 
 def run_question(q: Question, cfg: EvalConfig) -> Trace:
     """One question typed by a user, through the same parts and engine as ``run_eval``."""
-    if cfg.method == "direct":
-        raise ValueError("`pra search` decodes step by step; use a trace method (cot, sc, rag, rag-sc, pra)")
+    if cfg.method == "direct" or cfg.method in PULSE_METHODS:
+        raise ValueError("`pra search` runs the search engine; use one of its methods (cot, sc, rag, rag-sc, pra)")
     parts = Parts().complete(cfg)
     (trace,) = parts.engine(cfg).run([Trace(q, context=_rag_context(cfg, parts, [q]).get(q.id, ()))])
     return trace
@@ -166,6 +205,10 @@ def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None
         parts = Parts(policy, reward_agent, retriever, controller).complete(cfg)
         if cfg.method == "direct":
             _direct(parts.policy, todo, writer, bar, cfg.batch_size)
+        elif cfg.method in PULSE_METHODS:
+            for t in parts.pulse_decoder(cfg).run(todo, batch=cfg.max_active):
+                writer.write(_pulse_record(t, cfg.method))
+                bar.update()
         else:
             context = _rag_context(cfg, parts, todo)
             engine = parts.engine(cfg)
@@ -179,6 +222,7 @@ def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None
     records = [r for r in read_records(out / "records.jsonl") if r["id"] in ids]
     summary = {"benchmark": cfg.benchmark, "method": cfg.method, "policy": cfg.policy,
                **({"reward_agent": cfg.reward_agent, "search": cfg.search_controller} if cfg.method == "pra" else {}),
+               **({"search": cfg.search_controller} if cfg.method in ("pulse-front", "pulse-step") else {}),
                "skipped_bad_rows": load.skipped, **summarize(records)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

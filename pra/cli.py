@@ -120,14 +120,75 @@ def cmd_train(args: argparse.Namespace) -> None:
     print(f"reward agent: {cfg.out} (use --reward-agent {cfg.out})")
 
 
+def cmd_probe_label(args: argparse.Namespace) -> None:
+    from eval.pulse_detect import label_for_detection
+    from training.config import LabelConfig, load_config
+
+    cfg = load_config(LabelConfig, "label", args.recipe, vars(args))
+    print(json.dumps(label_for_detection(cfg), indent=2))
+    print(f"detection-only labels: {Path(cfg.out) / 'labels.jsonl'}")
+
+
+def cmd_probe_features(args: argparse.Namespace) -> None:
+    from pra.backends.transformers_backend import TransformersBackend
+    from pra.pulse.dataset import write_features
+
+    policy = TransformersBackend(args.policy, batch_size=args.batch_size, dtype=args.dtype)
+    n = write_features(policy, args.labels, args.out, args.batch_size)
+    print(f"{n} steps written to {args.out}")
+
+
+def cmd_probe_train(args: argparse.Namespace) -> None:
+    from pra.pulse.dataset import load_features
+    from pra.pulse.features import parse_layers
+    from pra.pulse.probe import ProbeConfig, train_probe
+
+    overrides = {k: getattr(args, k) for k in ("pooling", "parts", "label", "seed", "val_fraction")
+                 if getattr(args, k) is not None}
+    if args.layers:
+        overrides["layers"] = parse_layers(args.layers)
+    probe = train_probe(load_features(args.features), ProbeConfig(**overrides))
+    probe.save(args.out)
+    h = probe.history
+    print(f"probe {probe.backbone} layers {probe.layers[0]}:{probe.layers[1]} {probe.pooling} {probe.parts}: "
+          f"{h['train_steps']} training steps ({h['train_errors']} errors), {h['val_steps']} validation "
+          f"({h['val_errors']} errors), best epoch {h['best_epoch']}, threshold {probe.threshold:.3f}")
+    print(f"probe: {args.out} (use --search pulse:{args.out})")
+
+
+def cmd_probe_eval(args: argparse.Namespace) -> None:
+    from eval.pulse_detect import evaluate_detection, markdown, write_rows
+    from pra.pulse.dataset import load_features
+    from pra.pulse.probe import Probe
+
+    tests = {}
+    for spec in args.test:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            raise ValueError(f"--test takes NAME=FEATURES.jsonl, got {spec!r}")
+        tests[name] = load_features(path)
+    rows = evaluate_detection(Probe.load(args.probe), load_features(args.train_features), tests,
+                              with_baselines=not args.no_baselines)
+    if args.results:
+        write_rows(rows, args.results)
+    print(markdown(rows))
+
+
+def cmd_probe_table(args: argparse.Namespace) -> None:
+    from eval.pulse_detect import load_rows, markdown
+
+    print(markdown(load_rows(args.results)))
+
+
 def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", help="YAML file with EvalConfig fields (and a `search:` block)")
-    p.add_argument("--method", help="direct | cot | sc | rag | rag-sc | pra")
+    p.add_argument("--method", help="direct | cot | sc | rag | rag-sc | pra | pulse-front | pulse-step | ircot")
     p.add_argument("--policy", help="embedded model name, hub id or local folder")
     p.add_argument("--backend", help="policy backend: transformers | vllm | openai")
     p.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server for --backend openai")
     p.add_argument("--reward-agent", dest="reward_agent", help="backbone name (untrained) or adapter folder")
-    p.add_argument("--search", dest="search_controller", help="always | never | threshold:θ | sample")
+    p.add_argument("--search", dest="search_controller",
+                   help="always | never | threshold:θ | sample | pulse:PROBE[:θ] (pra, pulse-front, pulse-step)")
     p.add_argument("--beam-width", dest="beam_width", type=int, help="B: traces kept per question")
     p.add_argument("--branching", type=int, help="b: candidate next steps per kept trace")
     p.add_argument("--docs-per-search", dest="docs_per_search", type=int)
@@ -214,6 +275,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device")
     p.add_argument("--seed", type=int)
     p.set_defaults(func=cmd_train)
+
+    probe = sub.add_parser("probe", help="PULSE: step error probe on hidden-state trajectories").add_subparsers(
+        dest="probe_command", required=True)
+    p = probe.add_parser("label", help="traces and teacher labels on an EVALUATION set, for detection metrics only")
+    p.add_argument("--recipe", default="cpu", help="YAML file (its `label:` block) or a training/recipes name")
+    p.add_argument("--benchmark", required=True, help="an evaluation set: medmcqa-eval, mmlu-med, pubmedqa, ...")
+    p.add_argument("--out", required=True, help="folder: traces.jsonl, labels.jsonl (marked purpose: detection)")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--shard")
+    p.add_argument("--policy")
+    p.add_argument("--teachers", type=lambda s: s.split(","), help="judge,rollout | judge | rollout")
+    p.add_argument("--judge")
+    p.add_argument("--retrieval", help="dense | bm25 | hybrid")
+    p.add_argument("--batch-size", dest="batch_size", type=int)
+    p.set_defaults(func=cmd_probe_label)
+    p = probe.add_parser("features", help="hidden-state trajectories and token statistics of labelled steps (resumable)")
+    p.add_argument("--labels", required=True, help="labels.jsonl from `pra label` or `pra probe label`")
+    p.add_argument("--out", required=True, help="step features JSONL")
+    p.add_argument("--policy", default="smollm2-135m-instruct", help="the model that wrote the traces")
+    p.add_argument("--dtype", help="float32 | bfloat16 (default: as the policy backend)")
+    p.add_argument("--batch-size", dest="batch_size", type=int, default=8, help="traces per forward pass")
+    p.set_defaults(func=cmd_probe_features)
+    p = probe.add_parser("train", help="train the probe on training-step features")
+    p.add_argument("--features", required=True)
+    p.add_argument("--out", required=True, help="probe file (.pt)")
+    p.add_argument("--layers", help="a:b, the layer interval (default: the backbone's)")
+    p.add_argument("--pooling", help="last | mean")
+    p.add_argument("--parts", help="both | angle | magnitude")
+    p.add_argument("--label", help="judge | rollout: the teacher whose 'incorrect' is an error")
+    p.add_argument("--val-fraction", dest="val_fraction", type=float)
+    p.add_argument("--seed", type=int)
+    p.set_defaults(func=cmd_probe_train)
+    p = probe.add_parser("eval", help="AUROC, PR-AUC, F1 of the probe and the baselines on held-out steps")
+    p.add_argument("--probe", required=True)
+    p.add_argument("--train-features", dest="train_features", required=True,
+                   help="the features the probe was trained on (its validation questions fix the baselines)")
+    p.add_argument("--test", action="append", default=[], required=True, help="NAME=FEATURES.jsonl; repeat")
+    p.add_argument("--results", help="append the rows to this JSONL")
+    p.add_argument("--no-baselines", dest="no_baselines", action="store_true")
+    p.set_defaults(func=cmd_probe_eval)
+    p = probe.add_parser("table", help="Markdown table of a results file")
+    p.add_argument("results")
+    p.set_defaults(func=cmd_probe_table)
 
     p = sub.add_parser("retrieve", help="print the passages a query retrieves")
     p.add_argument("text")

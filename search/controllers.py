@@ -2,6 +2,7 @@
 
 ``needs_readout`` says whether the controller decides from the reward agent's action readout (so the
 candidate is first scored without documents) or before any scoring (``always``, ``never``, probes).
+A controller that reads the candidates themselves (the PULSE probe) gets them as ``proposals``.
 """
 from __future__ import annotations
 
@@ -9,11 +10,23 @@ import random
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
+from pra.prompts import policy_messages
+from pra.types import Question
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The candidate a decision is for: its question, the policy's documents, and its steps so far
+    (the newest last), i.e. everything needed to rebuild the policy's own text."""
+    question: Question
+    context: tuple[tuple[str, str], ...]
+    steps: tuple[str, ...]
+
 
 class SearchController(Protocol):
     needs_readout: bool
 
-    def decide(self, actions: Sequence[float | None]) -> list[bool]:
+    def decide(self, actions: Sequence[float | None], proposals: Sequence[Proposal] = ()) -> list[bool]:
         """One decision per candidate; ``actions`` are p(search) readouts (None if not scored yet)."""
 
 
@@ -21,7 +34,7 @@ class SearchController(Protocol):
 class Always:
     needs_readout: bool = False
 
-    def decide(self, actions: Sequence[float | None]) -> list[bool]:
+    def decide(self, actions: Sequence[float | None], proposals: Sequence[Proposal] = ()) -> list[bool]:
         return [True] * len(actions)
 
 
@@ -29,7 +42,7 @@ class Always:
 class Never:
     needs_readout: bool = False
 
-    def decide(self, actions: Sequence[float | None]) -> list[bool]:
+    def decide(self, actions: Sequence[float | None], proposals: Sequence[Proposal] = ()) -> list[bool]:
         return [False] * len(actions)
 
 
@@ -39,7 +52,7 @@ class Threshold:
     theta: float
     needs_readout: bool = True
 
-    def decide(self, actions: Sequence[float | None]) -> list[bool]:
+    def decide(self, actions: Sequence[float | None], proposals: Sequence[Proposal] = ()) -> list[bool]:
         return [a is not None and a >= self.theta for a in actions]
 
 
@@ -52,13 +65,71 @@ class Sample:
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
 
-    def decide(self, actions: Sequence[float | None]) -> list[bool]:
+    def decide(self, actions: Sequence[float | None], proposals: Sequence[Proposal] = ()) -> list[bool]:
         return [a is not None and self._rng.random() < a for a in actions]
 
 
-def make_controller(spec: str, seed: int = 0) -> SearchController:
-    """``always`` | ``never`` | ``threshold:0.5`` | ``sample``."""
+@dataclass
+class Pulse:
+    """PULSE: search for a candidate when the probe flags its newest step, read from the policy's own
+    hidden states over the candidate's text (one forward pass, no generation)."""
+    probe: object                  # pra.pulse.probe.Probe
+    reader: object                 # pra.pulse.extract.StepReader on the policy's weights
+    render: object                 # the policy's render(messages, assistant_prefix)
+    chat: bool
+    threshold: float
+    needs_readout: bool = False
+
+    def scores(self, proposals: Sequence[Proposal]) -> list[float]:
+        """p(error) of each proposal's newest step, in one batched pass."""
+        from pra.pulse.extract import step_text
+        from pra.pulse.features import concat
+
+        if not proposals:
+            return []
+        items = [step_text(self.render(policy_messages(p.question, self.chat, p.context), ""), p.steps)
+                 for p in proposals]
+        readouts = [steps[-1] for steps in self.reader.read(items, only_last=True)]
+        return self.probe.score(concat([r.trajectories[self.probe.pooling] for r in readouts])).tolist()
+
+    def decide(self, actions: Sequence[float | None], proposals: Sequence[Proposal] = ()) -> list[bool]:
+        if len(proposals) != len(actions):
+            raise ValueError("the PULSE controller decides from the candidates' steps; the engine gave none")
+        # An empty step (the policy ended the trace) has nothing to read and nothing to search for.
+        readable = [i for i, p in enumerate(proposals) if p.steps and p.steps[-1]]
+        flags = [False] * len(proposals)
+        for i, s in zip(readable, self.scores([proposals[i] for i in readable])):
+            flags[i] = s >= self.threshold
+        return flags
+
+
+def load_pulse(arg: str, policy) -> Pulse:
+    """``PATH[:threshold]``: the probe file, and a threshold overriding the one chosen on validation."""
+    from pra.pulse.extract import StepReader
+    from pra.pulse.probe import Probe
+
+    path, _, last = arg.rpartition(":")
+    try:
+        threshold: float | None = float(last)
+    except ValueError:
+        path, threshold = arg, None
+    if not path:
+        raise ValueError("--search pulse:PATH[:threshold] needs the probe file (from `pra probe train`)")
+    if policy is None:
+        raise ValueError("the PULSE controller reads the policy's hidden states; it needs the policy")
+    probe = Probe.load(path)
+    if probe.backbone != policy.name:
+        raise ValueError(f"{path}: probe trained on {probe.backbone}'s states, but the policy is {policy.name}")
+    return Pulse(probe, StepReader.from_backend(policy), policy.render, policy.has_chat_template,
+                 probe.threshold if threshold is None else threshold)
+
+
+def make_controller(spec: str, seed: int = 0, policy=None) -> SearchController:
+    """``always`` | ``never`` | ``threshold:0.5`` | ``sample`` | ``pulse:PATH[:threshold]`` (PULSE needs
+    the policy, whose hidden states it reads)."""
     name, _, arg = spec.partition(":")
+    if name == "pulse":
+        return load_pulse(arg, policy)
     if name == "always":
         return Always()
     if name == "never":
@@ -71,4 +142,4 @@ def make_controller(spec: str, seed: int = 0) -> SearchController:
         return Threshold(theta)
     if name == "sample":
         return Sample(seed)
-    raise ValueError(f"unknown search controller {spec!r}; use always, never, threshold:θ or sample")
+    raise ValueError(f"unknown search controller {spec!r}; use always, never, threshold:θ, sample or pulse:PATH")

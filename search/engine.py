@@ -24,7 +24,7 @@ from pra.reward_agent import Readout, ScoreRequest
 from pra.steps import extract_answer
 from pra.types import Question, Step
 from pra.backends.base import LMBackend, SamplingParams
-from search.controllers import Never, SearchController
+from search.controllers import Never, Proposal, SearchController
 
 
 # A step ends where the next begins; base models also start a new question or re-list the options.
@@ -130,8 +130,10 @@ class Engine:
         """Set the next stage from what the candidates still need; prune when all are scored."""
         if t.stage == Stage.REASON and self.reward_agent is not None and not self.controller.needs_readout:
             fresh = [c for c in t.candidates if not c.scored]
-            for c, wants in zip(fresh, self.controller.decide([None] * len(fresh))):
+            started = time.perf_counter()    # a probe controller reads hidden states: its time counts
+            for c, wants in zip(fresh, self.controller.decide([None] * len(fresh), _proposals(t, fresh))):
                 c.wants_search = wants
+            t.stats["seconds_control"] += time.perf_counter() - started
         if any(c.wants_search for c in t.candidates):
             t.stage = Stage.SEARCH
         elif any(not c.scored for c in t.candidates):
@@ -198,7 +200,9 @@ class Engine:
         readouts: list[Readout] = self.reward_agent.score(requests)
         per_request = (counted.prompt_tokens - before) / len(requests) if counted else 0.0
         need = self.controller.needs_readout
-        decisions = self.controller.decide([r.action for r in readouts]) if need else [False] * len(jobs)
+        decisions = (self.controller.decide([r.action for r in readouts],
+                                            [p for t, c in jobs for p in _proposals(t, [c])])
+                     if need else [False] * len(jobs))
         for (t, c), r, d in zip(jobs, readouts, decisions):
             step = c.steps[-1]
             step.reward, step.action = r.reward, r.action
@@ -240,6 +244,10 @@ class Engine:
             else:
                 t.prediction = t.best.answer
                 t.forced = t.best.forced
+
+
+def _proposals(t: Trace, candidates: Sequence[Candidate]) -> list[Proposal]:
+    return [Proposal(t.question, t.context, tuple(c.texts)) for c in candidates]
 
 
 def search_query(question: Question, steps: Sequence[str]) -> str:
