@@ -15,7 +15,9 @@ from pra.backends.base import (BackendStats, Completion, LMBackend, Message, Sam
                               SlotLogprobs, cut_at_stop, render_chat)
 from pra.backends.prefix_cache import BLOCK, PrefixCache
 
-STOP_WINDOW = 8    # newest tokens decoded per step to look for a stop string
+STOP_WINDOW = 8          # newest tokens decoded per step to look for a stop string
+PAD_SHARE = 0.25         # at most this share of a forward batch's new tokens may be padding...
+MIN_BATCH_TOKENS = 256   # ...once it holds this many real ones (each forward pass has a fixed cost too)
 
 
 class TransformersBackend(LMBackend):
@@ -125,11 +127,19 @@ class TransformersBackend(LMBackend):
         for i, r in enumerate(rows):
             copies.setdefault(tuple(r), []).append(i)
         new = {r: len(r) - (self.prefix_cache.lookup(list(r))[1] if self._caching else 0) for r in copies}
-        order = sorted(copies, key=lambda r: (new[r], len(r)))
-        for s in range(0, len(order), self.batch_size):
-            chunk = order[s:s + self.batch_size]
-            cache, mask, logits = self._forward([list(r) for r in chunk])
-            yield [copies[r] for r in chunk], cache, mask, logits
+        chunk: list[tuple[int, ...]] = []
+        for r in sorted(copies, key=lambda r: (new[r], len(r))):
+            real = sum(new[c] for c in chunk)
+            # A new batch when this one is full, or when the row would pad it by more than a quarter
+            # (rows come shortest first, so the row sets the width) and it already holds enough work.
+            padded = (len(chunk) + 1) * new[r]
+            if chunk and (len(chunk) == self.batch_size or
+                          (real >= MIN_BATCH_TOKENS and padded - real - new[r] > PAD_SHARE * padded)):
+                yield [copies[c] for c in chunk], *self._forward([list(c) for c in chunk])
+                chunk = []
+            chunk.append(r)
+        if chunk:
+            yield [copies[c] for c in chunk], *self._forward([list(c) for c in chunk])
 
     # -- the backend interface --------------------------------------------------------------------------
 
