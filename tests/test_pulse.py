@@ -99,6 +99,16 @@ def test_readouts_pool_the_step_tokens_at_every_layer(tiny):
     assert np.allclose(alone.trajectories["last"].angle, c.trajectories["last"].angle, atol=1e-5)
     ((last,),) = reader.read([short], only_last=True)
     assert np.allclose(last.trajectories["mean"].norm, b.trajectories["mean"].norm, atol=1e-5)
+    # candidates of one beam share the head, which runs once: the same readouts as one by one
+    head = "Question: which vitamin deficiency causes scurvy, and what are its signs?\n"
+    beam = [step_text(head, ["Collagen needs vitamin C.", x]) for x in ("So (C).", "It is iron, so (A).")]
+    together = reader.read(beam, token_stats=True)
+    for item, got in zip(beam, together):
+        (alone,) = reader.read([item], token_stats=True)
+        for x, y in zip(alone, got):
+            assert np.allclose(x.trajectories["mean"].angle, y.trajectories["mean"].angle, atol=1e-5)
+            assert np.allclose(x.trajectories["last"].norm, y.trajectories["last"].norm, rtol=1e-5)
+            assert abs(x.nll - y.nll) < 1e-4 and abs(x.entropy - y.entropy) < 1e-4
     # over an interval [a, b]: b - a angles and b - a magnitude changes
     assert pulse_features(b.trajectories["last"], (1, 4)).shape == (1, 6)
     assert pulse_features(b.trajectories["last"], (2, 3), "angle").shape == (1, 1)

@@ -5,12 +5,15 @@ trace, traces in batches; works on any ``AutoModelForCausalLM``.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
 from pra.pulse.features import Trajectory, trajectory
+
+MIN_SHARED = 8    # tokens: a shorter common opening is not worth a pass of its own
 
 
 @dataclass(frozen=True)
@@ -98,16 +101,27 @@ class StepReader:
         for i, (row, _) in enumerate(encoded):       # right padding: positions stay 0..n-1
             ids[i, :len(row)] = torch.tensor(row)
             mask[i, :len(row)] = 1
+        # Rows that open alike (the instructions; a question's head, for the candidates of its beam) run
+        # that opening once; it ends before the first position whose output a step needs.
+        first = min(a for _, spans in encoded for a, _ in spans)
+        shared = min(len(os.path.commonprefix([r for r, _ in encoded])), first - 1) if len(encoded) > 1 else 0
+        cache = None
+        if shared >= MIN_SHARED:
+            cache = self.model(input_ids=ids[:1, :shared].to(device), use_cache=True).past_key_values
+            cache.batch_repeat_interleave(len(items))
+        else:
+            shared = 0
         # Logits only where a step's token is predicted (the position before it): the LM head over the
         # whole text would cost more than the blocks of a small model.
         wanted = sorted({p - 1 for _, spans in encoded for a, b in spans for p in range(a, b) if p > 0})
-        keep = torch.tensor(wanted or [0], device=device) if token_stats else 1
-        res = self.model(input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True,
-                         logits_to_keep=keep)
-        layers = res.hidden_states                                 # L+1 tensors [rows, T, d]
+        keep = torch.tensor([p - shared for p in wanted] or [0], device=device) if token_stats else 1
+        res = self.model(input_ids=ids[:, shared:].to(device), attention_mask=mask.to(device), cache=cache,
+                         output_hidden_states=True, logits_to_keep=keep)
+        layers = res.hidden_states                  # L+1 tensors [rows, T - shared, d]
         column = {p: j for j, p in enumerate(wanted)}
         results = []
         for i, (row, spans) in enumerate(encoded):
+            spans = [(a - shared, b - shared) for a, b in spans]
             last = torch.stack([torch.stack([h[i, b - 1] for h in layers]) for a, b in spans]).float()
             mean = torch.stack([torch.stack([h[i, a:b].float().mean(0) for h in layers]) for a, b in spans])
             t_last, t_mean = trajectory(last), trajectory(mean)
@@ -116,7 +130,7 @@ class StepReader:
                 readout = StepReadout({"last": t_last.take(slice(k, k + 1)), "mean": t_mean.take(slice(k, k + 1))},
                                       tokens=b - a)
                 if token_stats:
-                    _token_stats(readout, res.logits[i], column, row, a, b)
+                    _token_stats(readout, res.logits[i], column, row, a + shared, b + shared)
                 steps.append(readout)
             results.append(steps)
         return results
