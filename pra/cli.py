@@ -143,7 +143,7 @@ def cmd_probe_train(args: argparse.Namespace) -> None:
     from pra.pulse.features import parse_layers
     from pra.pulse.probe import ProbeConfig, train_probe
 
-    overrides = {k: getattr(args, k) for k in ("pooling", "parts", "label", "seed", "val_fraction")
+    overrides = {k: getattr(args, k) for k in ("pooling", "parts", "label", "seed", "val_fraction", "pos_weight")
                  if getattr(args, k) is not None}
     if args.layers:
         overrides["layers"] = parse_layers(args.layers)
@@ -304,6 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooling", help="last | mean")
     p.add_argument("--parts", help="both | angle | magnitude")
     p.add_argument("--label", help="judge | rollout: the teacher whose 'incorrect' is an error")
+    p.add_argument("--pos-weight", dest="pos_weight", type=float,
+                   help="BCE weight of error steps (3, the paper's, suits about a quarter of errors)")
     p.add_argument("--val-fraction", dest="val_fraction", type=float)
     p.add_argument("--seed", type=int)
     p.set_defaults(func=cmd_probe_train)
