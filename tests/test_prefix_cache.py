@@ -87,3 +87,22 @@ def test_decode_loop_matches_transformers_generate(smollm2):
                                          pad_token_id=smollm2.tokenizer.pad_token_id)
         text = smollm2.tokenizer.decode(ref[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
         assert out[0].text == text
+
+
+def test_sliding_window_model_reuses_prefixes_that_fit_its_window():
+    """Gemma 3's sliding layers keep only their window: reuse is on for sequences inside it, and exact."""
+    from pra.backends.transformers_backend import TransformersBackend
+
+    gemma = TransformersBackend("gemma3-270m", dtype="float32")
+    question = load_eval_benchmark("medmcqa-eval", limit=1).questions[0]
+    prompts = [gemma.render(policy_messages(question, False), steps_prefix(steps, len(steps) + 1))
+               for steps in ([], ["The question asks about a mechanism."])]
+    params = SamplingParams(max_tokens=8, stop=STEP_STOPS)
+    gemma.share_prefix = False
+    naive = gemma.generate(prompts, params), gemma.choice_logprobs(prompts, [list("ABCD")] * 2)
+    gemma.share_prefix = True
+    cached = gemma.generate(prompts, params), gemma.choice_logprobs(prompts, [list("ABCD")] * 2)
+    assert gemma.stats.extra["cached_prompt_tokens"] > 0
+    assert cached[0] == naive[0]
+    assert all(abs(a[k] - b[k]) < 1e-4 for a, b in zip(cached[1], naive[1]) for k in "ABCD")
+    assert not gemma._reuse([[0] * (gemma.window - 10)], budget=48)     # would outgrow the window

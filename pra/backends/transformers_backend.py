@@ -27,10 +27,10 @@ class TransformersBackend(LMBackend):
         self.model, self.tokenizer = load_causal_lm(model, dtype=dtype, device=device, adapter=adapter)
         self.batch_size = batch_size
         self.stats = BackendStats(extra={"cached_prompt_tokens": 0})
-        # Reuse needs every layer to keep all its states; sliding-window layers (Gemma 3) drop old ones.
-        # share_prefix=False turns reuse off: the naive cost, the same numbers.
+        # share_prefix=False turns reuse off: the naive cost, the same numbers. Sliding-window layers
+        # (Gemma 3) keep only their window's states, so there reuse waits for sequences that fit in it.
         self.share_prefix = share_prefix
-        self.full_attention = not getattr(self.model.config.get_text_config(), "sliding_window", None)
+        self.window = getattr(self.model.config.get_text_config(), "sliding_window", None)
         self.prefix_cache = PrefixCache(cache_tokens)   # valid while the weights stay as they are
         # Tokens that end a sequence: the model's end-of-turn ids, its tokenizer's EOS, and padding.
         model_eos = self.model.generation_config.eos_token_id
@@ -45,9 +45,10 @@ class TransformersBackend(LMBackend):
     def has_chat_template(self) -> bool:
         return bool(self.tokenizer.chat_template)
 
-    @property
-    def _caching(self) -> bool:
-        return self.share_prefix and self.full_attention
+    def _reuse(self, rows: list[list[int]], budget: int) -> bool:
+        """Whether these rows may use and fill the prefix cache, ``budget`` more tokens to come."""
+        return self.share_prefix and (self.window is None or
+                                      max(map(len, rows), default=0) + budget < self.window - 1)
 
     def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
         return render_chat(self.tokenizer, messages, assistant_prefix)
@@ -58,12 +59,12 @@ class TransformersBackend(LMBackend):
 
     # -- forward passes -------------------------------------------------------------------------------
 
-    def _forward(self, rows: list[list[int]]) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
+    def _forward(self, rows: list[list[int]], reuse: bool) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
         """One forward pass over ``rows`` (token ids), each starting after its longest cached prefix.
         Rows are laid out [pad | cached prefix | pad | new tokens] so that all end in the last column.
         Returns the batch's cache, its attention mask and each row's next-token logits."""
         n_rows = len(rows)
-        hits = [self.prefix_cache.lookup(r) if self._caching else (None, 0) for r in rows]
+        hits = [self.prefix_cache.lookup(r) if reuse else (None, 0) for r in rows]
         cached = max(n for _, n in hits)
         width = max(len(r) - n for r, (_, n) in zip(rows, hits))
         mask = torch.zeros(n_rows, cached + width, dtype=torch.long)
@@ -96,7 +97,7 @@ class TransformersBackend(LMBackend):
         new_tokens = sum(len(r) - n for r, (_, n) in zip(rows, hits))
         self.stats.prompt_tokens += new_tokens
         self.stats.extra["cached_prompt_tokens"] += sum(n for _, n in hits)
-        if self._caching:
+        if reuse:
             for i, (r, (entry, n)) in enumerate(zip(rows, hits)):
                 start = cached + width - (len(r) - n)
                 self.prefix_cache.store(r, entry, n, [(layer.keys[i, :, start:], layer.values[i, :, start:])
@@ -117,16 +118,18 @@ class TransformersBackend(LMBackend):
         for _ in self._batches(todo):
             pass
 
-    def _batches(self, rows: list[list[int]]) -> Iterator[tuple[list[list[int]], DynamicCache, torch.Tensor, torch.Tensor]]:
+    def _batches(self, rows: list[list[int]], budget: int = 0) -> Iterator[tuple[list[list[int]], DynamicCache, torch.Tensor, torch.Tensor]]:
         """Forward passes over the distinct rows, ``batch_size`` at a time, those with the fewest new
         tokens together (padding costs full compute on a CPU). Yields (for each batch row the indices
-        of the input rows equal to it, cache, mask, next-token logits)."""
-        if self._caching and len(rows) > 1:
+        of the input rows equal to it, cache, mask, next-token logits); ``budget``: tokens the caller
+        will append (decoding)."""
+        reuse = self._reuse(rows, budget)
+        if reuse and len(rows) > 1:
             self._warm_shared_prefixes(rows)
         copies: dict[tuple[int, ...], list[int]] = {}
         for i, r in enumerate(rows):
             copies.setdefault(tuple(r), []).append(i)
-        new = {r: len(r) - (self.prefix_cache.lookup(list(r))[1] if self._caching else 0) for r in copies}
+        new = {r: len(r) - (self.prefix_cache.lookup(list(r))[1] if reuse else 0) for r in copies}
         chunk: list[tuple[int, ...]] = []
         for r in sorted(copies, key=lambda r: (new[r], len(r))):
             real = sum(new[c] for c in chunk)
@@ -135,11 +138,11 @@ class TransformersBackend(LMBackend):
             padded = (len(chunk) + 1) * new[r]
             if chunk and (len(chunk) == self.batch_size or
                           (real >= MIN_BATCH_TOKENS and padded - real - new[r] > PAD_SHARE * padded)):
-                yield [copies[c] for c in chunk], *self._forward([list(c) for c in chunk])
+                yield [copies[c] for c in chunk], *self._forward([list(c) for c in chunk], reuse)
                 chunk = []
             chunk.append(r)
         if chunk:
-            yield [copies[c] for c in chunk], *self._forward([list(c) for c in chunk])
+            yield [copies[c] for c in chunk], *self._forward([list(c) for c in chunk], reuse)
 
     # -- the backend interface --------------------------------------------------------------------------
 
@@ -155,7 +158,7 @@ class TransformersBackend(LMBackend):
             generator = torch.Generator(device=self.device)
             generator.manual_seed(zlib.crc32("\x00".join(prompts).encode(), params.seed))
         flat: list[Completion | None] = [None] * len(rows)
-        for groups, cache, mask, logits in self._batches(rows):
+        for groups, cache, mask, logits in self._batches(rows, params.max_tokens):
             if sample:   # equal prompts draw their own samples: one decode row per copy
                 owner = torch.tensor([j for j, g in enumerate(groups) for _ in g], device=self.device)
                 if len(owner) > len(groups):
@@ -245,7 +248,7 @@ class TransformersBackend(LMBackend):
         rows = [self._tokens(pre) + self.tokenizer(suf, add_special_tokens=False)["input_ids"]
                 for pre, suf in prompts]
         out: list[SlotLogprobs | None] = [None] * len(prompts)
-        for groups, cache, mask, logits in self._batches(rows):
+        for groups, cache, mask, logits in self._batches(rows, 2):
             first = logits.log_softmax(-1)[:, digit_ids]
             # Slot 2: feed the more likely slot-1 digit and the separator, as greedy decoding would.
             chosen = torch.tensor(digit_ids, device=self.device)[first.argmax(-1)]
