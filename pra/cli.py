@@ -186,7 +186,8 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", help="embedded model name, hub id or local folder")
     p.add_argument("--backend", help="policy backend: transformers | vllm | openai")
     p.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server for --backend openai")
-    p.add_argument("--reward-agent", dest="reward_agent", help="backbone name (untrained) or adapter folder")
+    p.add_argument("--reward-agent", dest="reward_agent",
+                   help="shipped agent (default pra-smollm2-cpu), adapter folder, or backbone name (untrained)")
     p.add_argument("--search", dest="search_controller",
                    help="always | never | threshold:θ | sample | pulse:PROBE[:θ] (pra, pulse-front, pulse-step)")
     p.add_argument("--beam-width", dest="beam_width", type=int, help="B: traces kept per question")

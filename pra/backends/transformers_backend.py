@@ -22,7 +22,7 @@ MIN_BATCH_TOKENS = 256   # ...once it holds this many real ones (each forward pa
 
 class TransformersBackend(LMBackend):
     def __init__(self, model: str, batch_size: int = 32, dtype: str | None = None, device: str | None = None,
-                 adapter: str | None = None, share_prefix: bool = True, cache_tokens: int = 100_000):
+                 adapter: str | None = None, share_prefix: bool = True, cache_tokens: int = 64_000):
         self.name = model
         self.model, self.tokenizer = load_causal_lm(model, dtype=dtype, device=device, adapter=adapter)
         self.batch_size = batch_size
