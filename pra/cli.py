@@ -180,6 +180,24 @@ def cmd_probe_table(args: argparse.Namespace) -> None:
     print(markdown(load_rows(args.results)))
 
 
+def cmd_report(args: argparse.Namespace) -> None:
+    from eval.report.build import ReportConfig, build_report
+
+    path = build_report(ReportConfig(args.runs, args.out, args.labels, args.first))
+    print(f"report: {path}")
+
+
+def cmd_merge(args: argparse.Namespace) -> None:
+    from eval.merge import merge_shards
+
+    merged = merge_shards(args.out, args.shards)
+    s = merged.summary
+    print(f"merged {merged.records} records into {merged.out}: accuracy {s['accuracy']:.3f} ± {s['stderr']:.3f}")
+    if merged.missing:
+        shown = ", ".join(merged.missing[:5]) + (" ..." if len(merged.missing) > 5 else "")
+        print(f"gaps: {len(merged.missing)} question(s) in no shard: {shown}")
+
+
 def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", help="YAML file with EvalConfig fields (and a `search:` block)")
     p.add_argument("--method", help="direct | cot | sc | rag | rag-sc | pra | pulse-front | pulse-step | ircot")
@@ -321,6 +339,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = probe.add_parser("table", help="Markdown table of a results file")
     p.add_argument("results")
     p.set_defaults(func=cmd_probe_table)
+
+    p = sub.add_parser("report", help="Markdown tables and PNG figures regenerated from saved runs")
+    p.add_argument("runs", nargs="+", type=Path, help="run folders, or folders holding them")
+    p.add_argument("--out", type=Path, required=True, help="folder for report.md and the figures")
+    p.add_argument("--labels", type=Path, help="labels.jsonl (or its folder) for the |dm| figures")
+    p.add_argument("--first", type=int, help="only each benchmark's first N questions")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("merge", help="join the run folders of a --shard i/n split into one run folder")
+    p.add_argument("out", type=Path, help="the merged run folder (must not hold records yet)")
+    p.add_argument("shards", nargs="+", type=Path, help="the shards' run folders")
+    p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("retrieve", help="print the passages a query retrieves")
     p.add_argument("text")

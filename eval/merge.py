@@ -1,0 +1,96 @@
+"""``pra merge OUT SHARD_DIR...``: join the run folders of one evaluation split with ``--shard i/n``
+into one run folder, as if it had run on one machine.
+
+Refused: configs that differ in anything but ``shard`` and ``out``, a question answered by two shards
+(the error names both files), a record whose id is not in the benchmark's questions, an existing
+OUT/records.jsonl. Reported, not refused: gaps, i.e. questions of the benchmark/limit no shard has
+answered yet (a shard still running, or one not given); the summary counts them as ``missing``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eval.benchmarks import load_eval_benchmark
+from eval.run import summarize
+from pra.records import read_records
+
+FREE_FIELDS = ("shard", "out")        # the only config fields shards may differ in
+
+
+class MergeError(ValueError):
+    pass
+
+
+@dataclass
+class Merged:
+    out: Path
+    records: int
+    missing: list[str]                # expected question ids no shard holds, in benchmark order
+    summary: dict[str, Any]
+
+
+def _config(shard: Path) -> dict[str, Any]:
+    path = shard / "config.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise MergeError(f"{path}: cannot read the run's config ({err})") from None
+
+
+def _check_configs(shards: list[Path], configs: list[dict[str, Any]]) -> None:
+    first = configs[0]
+    for shard, cfg in zip(shards[1:], configs[1:]):
+        for key in sorted(set(first) | set(cfg)):
+            if key not in FREE_FIELDS and first.get(key) != cfg.get(key):
+                raise MergeError(f"{shard / 'config.json'}: field {key!r} is {cfg.get(key)!r}, but "
+                                 f"{shards[0] / 'config.json'} has {first.get(key)!r}")
+    if len({cfg.get("shard") for cfg in configs}) < len(configs):
+        raise MergeError("two shard folders have the same shard: " + ", ".join(
+            f"{s / 'config.json'} ({c.get('shard')})" for s, c in zip(shards, configs)))
+
+
+def merge_shards(out: Path, shards: list[Path]) -> Merged:
+    if not shards:
+        raise MergeError("give at least one shard folder")
+    if (out / "records.jsonl").exists():
+        raise MergeError(f"{out / 'records.jsonl'} exists; merge into a new folder")
+    configs = [_config(s) for s in shards]
+    _check_configs(shards, configs)
+    cfg = configs[0]
+    load = load_eval_benchmark(cfg["benchmark"], limit=cfg.get("limit"), skip_bad=cfg.get("skip_bad", False))
+    questions = load.questions
+    expected = {q.id for q in questions}
+    owner: dict[str, Path] = {}
+    records: dict[str, dict[str, Any]] = {}
+    for shard in shards:
+        path = shard / "records.jsonl"
+        if not path.exists():
+            raise MergeError(f"{path}: no records file")
+        for n, r in enumerate(read_records(path), 1):
+            if "id" not in r:
+                raise MergeError(f"{path}: record {n}: field 'id' missing")
+            rid = str(r["id"])
+            if rid in owner:
+                raise MergeError(f"question {rid!r} is in both {owner[rid]} and {path}: shards overlap")
+            if rid not in expected:
+                raise MergeError(f"{path}: record {n}: id {rid!r} is not among the first "
+                                 f"{cfg.get('limit')} questions of {cfg['benchmark']}")
+            owner[rid] = path
+            records[rid] = r
+    ordered = [records[q.id] for q in questions if q.id in records]
+    missing = [q.id for q in questions if q.id not in records]
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "records.jsonl").open("w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in ordered)
+    (out / "config.json").write_text(json.dumps({**cfg, "shard": None, "out": str(out)}, indent=2))
+    method = cfg["method"]
+    # The same keys as run_eval's summary.json, plus where the records came from and the gaps.
+    summary = {"benchmark": cfg["benchmark"], "method": method, "policy": cfg["policy"],
+               **({"reward_agent": cfg.get("reward_agent")} if method == "pra" else {}),
+               **({"search": cfg.get("search_controller")} if method in ("pra", "pulse-front", "pulse-step") else {}),
+               "skipped_bad_rows": load.skipped, "merged_from": [str(s) for s in shards], "missing": len(missing), **summarize(ordered)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return Merged(out, len(ordered), missing, summary)

@@ -1,0 +1,35 @@
+"""Report sections as Markdown: a title, tables, figure links, and what is missing to complete it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+
+@dataclass
+class Section:
+    title: str
+    body: list[str] = field(default_factory=list)       # Markdown blocks, in order
+    missing: list[str] = field(default_factory=list)    # runs (or data) the section lacks, one line each
+
+    def render(self) -> str:
+        parts = [f"## {self.title}", *self.body]
+        if self.missing:
+            parts.append("**Missing** (this section is incomplete without them):\n\n"
+                         + "\n".join(f"- {m}" for m in self.missing))
+        return "\n\n".join(parts)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def accuracy(acc: float, stderr: float, n: int | None = None) -> str:
+    return f"{acc:.3f} ± {stderr:.3f}" + (f" (n={n})" if n is not None else "")
+
+
+def eval_command(benchmark: str, policy: str, method: str, extra: str = "", name: str | None = None) -> str:
+    """The ``pra eval`` call that would make a missing run, writing to runs/BENCHMARK/POLICY/NAME."""
+    tail = f" {extra}" if extra else ""
+    return f"`pra eval --benchmark {benchmark} --policy {policy} --method {method}{tail} --out runs/{benchmark}/{policy}/{name or method}`"

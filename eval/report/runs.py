@@ -1,0 +1,144 @@
+"""Saved runs as the report reads them: a run folder's config and records, optionally cut to the
+benchmark's first N questions (as ``python -m eval.summarize --first N``), so runs of different sizes
+compare on the same questions."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from eval.benchmarks import load_eval_benchmark
+from eval.run import summarize
+from pra.records import read_records
+
+REQUIRED = ("benchmark", "method", "policy")
+
+
+class RunError(ValueError):
+    """A run folder the report cannot read: names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Run:
+    path: Path
+    config: dict[str, Any]
+    records: tuple[dict[str, Any], ...]
+
+    @property
+    def benchmark(self) -> str:
+        return self.config["benchmark"]
+
+    @property
+    def method(self) -> str:
+        return self.config["method"]
+
+    @property
+    def policy(self) -> str:
+        return self.config["policy"]
+
+    @property
+    def reward_agent(self) -> str | None:
+        return self.config.get("reward_agent") if self.method == "pra" else None
+
+    @property
+    def controller(self) -> str:
+        """The search controller; methods without a reward agent never search."""
+        return self.config.get("search_controller", "never") if self.method == "pra" else "never"
+
+    @property
+    def searches(self) -> bool:
+        return self.controller != "never"
+
+    @property
+    def width(self) -> int:
+        """Traces sampled per step: B x b for PRA, k for self-consistency, 1 otherwise."""
+        if self.method == "pra":
+            s = self.config.get("search", {})
+            return int(s.get("beam_width", 1)) * int(s.get("branching", 1))
+        if self.method in ("sc", "rag-sc"):
+            return int(self.config.get("samples", 1))
+        return 1
+
+    @property
+    def trained(self) -> bool | None:
+        """Whether the reward agent is fine-tuned: a bare embedded backbone is the paper's untrained
+        ablation row; a shipped agent or adapter folder (even one not present here) is trained."""
+        if self.reward_agent is None:
+            return None
+        from pra.models import EMBEDDED, resolve_reward_agent
+
+        return resolve_reward_agent(self.reward_agent)[1] is not None or self.reward_agent not in EMBEDDED
+
+    @property
+    def label(self) -> str:
+        if self.method == "pra":
+            agent = "trained" if self.trained else "untrained"
+            s = self.config.get("search", {})
+            return (f"pra ({agent} {self.reward_agent}, B={s.get('beam_width')} b={s.get('branching')}, "
+                    f"search {self.controller})")
+        if self.method in ("sc", "rag-sc"):
+            return f"{self.method} (k={self.width})"
+        if self.method in ("pulse-front", "pulse-step"):
+            return f"{self.method} ({self.config.get('search_controller')})"
+        return self.method
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        return summarize(list(self.records))
+
+    @property
+    def correct(self) -> dict[str, bool]:
+        return {r["id"]: bool(r["correct"]) for r in self.records}
+
+
+def find_runs(paths: list[Path]) -> list[Path]:
+    """Each path is a run folder (config.json + records.jsonl) or a folder holding run folders."""
+    found: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise RunError(f"{path}: no such run folder")
+        if (path / "config.json").exists():
+            found.append(path)
+        else:
+            found += sorted(p.parent for p in path.rglob("config.json") if (p.parent / "records.jsonl").exists())
+    return list(dict.fromkeys(found))
+
+
+def _first_ids(benchmark: str, first: int, cache: dict[str, set[str]]) -> set[str]:
+    if benchmark not in cache:
+        cache[benchmark] = {q.id for q in load_eval_benchmark(benchmark, limit=first).questions}
+    return cache[benchmark]
+
+
+def load_run(path: Path, first: int | None = None, _ids: dict[str, set[str]] | None = None) -> Run:
+    config_path = path / "config.json"
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise RunError(f"{config_path}: cannot read ({err})") from None
+    for key in REQUIRED:
+        if key not in config:
+            raise RunError(f"{config_path}: field {key!r} missing")
+    records = list(read_records(path / "records.jsonl"))
+    for i, r in enumerate(records, 1):
+        for key in ("id", "correct"):
+            if key not in r:
+                raise RunError(f"{path / 'records.jsonl'}: record {i}: field {key!r} missing")
+    if first is not None:
+        ids = _first_ids(config["benchmark"], first, {} if _ids is None else _ids)
+        records = [r for r in records if r["id"] in ids]
+    return Run(path, config, tuple(records))
+
+
+def load_runs(paths: list[Path], first: int | None = None) -> tuple[list[Run], list[str]]:
+    """The runs with at least one record, and a note for each folder left out."""
+    runs, notes, ids = [], [], {}
+    for path in find_runs(paths):
+        run = load_run(path, first, ids)
+        if run.records:
+            runs.append(run)
+        else:
+            notes.append(f"`{path}`: no records{' among the first ' + str(first) if first else ''}, left out")
+    return runs, notes

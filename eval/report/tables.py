@@ -1,0 +1,160 @@
+"""The report's tables, each from whichever saved runs fit it; what is absent is named, with the
+``pra eval`` command that would make it."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Iterable
+
+from eval.report.markdown import Section, accuracy, eval_command, table
+from eval.report.posthoc import AGGREGATES, has_outcome, has_samples, posthoc_accuracy
+from eval.report.runs import Run
+
+
+def _cell(run: Run) -> str:
+    s = run.summary
+    return accuracy(s["accuracy"], s["stderr"], s["n"])
+
+
+def _largest(runs: Iterable[Run]) -> Run | None:
+    """Of several runs that fit one cell, the one with most questions (then the first given)."""
+    runs = list(runs)
+    return max(runs, key=lambda r: (len(r.records), -runs.index(r))) if runs else None
+
+
+def paired_delta(a: Run, b: Run) -> str:
+    """a - b on the questions both answered, with the standard error of the paired differences."""
+    ca, cb = a.correct, b.correct
+    common = [i for i in ca if i in cb]
+    if not common:
+        return "—"
+    diffs = [int(ca[i]) - int(cb[i]) for i in common]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    var = sum((d - mean) ** 2 for d in diffs) / (n - 1) if n > 1 else 0.0
+    return f"{mean:+.3f} ± {math.sqrt(var / n):.3f} (n={n})"
+
+
+def methods_by_benchmark(runs: list[Run]) -> Section:
+    """Table 1: every method (per policy) on every benchmark it ran on."""
+    sec = Section("Table 1: accuracy by method and benchmark")
+    if not runs:
+        sec.missing.append("no runs given")
+        return sec
+    benchmarks = sorted({r.benchmark for r in runs})
+    cells: dict[tuple[str, str], dict[str, list[Run]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        cells[(r.policy, r.label)][r.benchmark].append(r)
+    rows, dropped = [], []
+    for (policy, label), by_bench in sorted(cells.items()):
+        row = [policy, label]
+        for b in benchmarks:
+            chosen = _largest(by_bench.get(b, []))
+            row.append(_cell(chosen) if chosen else "—")
+            dropped += [f"`{r.path}` (n={len(r.records)})" for r in by_bench.get(b, []) if r is not chosen]
+        rows.append(row)
+    sec.body.append(table(["policy", "method", *benchmarks], rows))
+    sec.body.append("Accuracy ± standard error (n questions). A dash: that method was not run on that benchmark.")
+    if dropped:
+        sec.body.append("Runs with fewer questions for the same cell, not shown: " + ", ".join(dropped) + ".")
+    return sec
+
+
+def _pra_choice(runs: list[Run]) -> Run | None:
+    """The PRA run standing for a policy: a trained agent that searches, else the closest there is."""
+    pra = [r for r in runs if r.method == "pra"]
+    ranked = sorted(pra, key=lambda r: (not r.trained, not r.searches, r.controller != "always", -len(r.records)))
+    return ranked[0] if ranked else None
+
+
+def backbone_swap(runs: list[Run]) -> Section:
+    """Table 2: each policy with CoT, self-consistency and PRA, and PRA's gain over both."""
+    sec = Section("Table 2: backbone swap (policy x CoT / SC / PRA)")
+    groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    for r in runs:
+        groups[(r.benchmark, r.policy)].append(r)
+    rows = []
+    for (bench, policy), rs in sorted(groups.items()):
+        cot = _largest(r for r in rs if r.method == "cot")
+        sc = _largest(r for r in rs if r.method == "sc")
+        pra = _pra_choice(rs)
+        if not (cot or sc or pra):
+            continue
+        for name, run, extra in (("cot", cot, ""), ("sc", sc, "--samples 4"),
+                                 ("pra", pra, "--recipe pra-cpu --search always")):
+            if run is None:
+                sec.missing.append(f"{name} for {policy} on {bench}: {eval_command(bench, policy, name, extra)}")
+        rows.append([bench, policy, _cell(cot) if cot else "—",
+                     f"{_cell(sc)} k={sc.width}" if sc else "—",
+                     f"{_cell(pra)} [{pra.label}]" if pra else "—",
+                     paired_delta(pra, cot) if pra and cot else "—",
+                     paired_delta(pra, sc) if pra and sc else "—"])
+    if not rows:
+        sec.missing.append("no cot, sc or pra runs")
+        return sec
+    sec.body.append(table(["benchmark", "policy", "CoT", "SC", "PRA", "Δ PRA − CoT", "Δ PRA − SC"], rows))
+    sec.body.append("Deltas are paired over the questions both runs answered (± standard error of the "
+                    "per-question differences). The PRA column prefers a trained agent that searches.")
+    return sec
+
+
+def agent_by_search(runs: list[Run]) -> Section:
+    """Table 3: reward agent trained or not x search or not (the paper's ablation)."""
+    sec = Section("Table 3: reward agent (trained / untrained) x search (yes / no)")
+    groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    for r in runs:
+        if r.method == "pra":
+            groups[(r.benchmark, r.policy)].append(r)
+    if not groups:
+        sec.missing.append("no pra runs: e.g. " + eval_command("medmcqa-eval", "smollm2-135m-instruct", "pra",
+                                                               "--recipe pra-cpu --search always", "pra-always"))
+        return sec
+    rows = []
+    for (bench, policy), rs in sorted(groups.items()):
+        row = [bench, policy]
+        for trained in (True, False):
+            for search in (True, False):
+                fit = [r for r in rs if r.trained == trained and r.searches == search]
+                run = _largest(sorted(fit, key=lambda r: r.controller != "always"))
+                if run:
+                    row.append(f"{_cell(run)} ({run.reward_agent}, {run.controller})")
+                else:
+                    row.append("—")
+                    agent = "pra-smollm2-cpu" if trained else "smollm2-135m-instruct"
+                    how = "always" if search else "never"
+                    sec.missing.append(f"{'trained' if trained else 'untrained'} agent, search {how}, {policy} on {bench}: "
+                                       + eval_command(bench, policy, "pra", f"--recipe pra-cpu --reward-agent {agent} "
+                                                      f"--search {how}", f"pra-{'trained' if trained else 'untrained'}-{how}"))
+        rows.append(row)
+    sec.body.append(table(["benchmark", "policy", "trained, search", "trained, no search",
+                           "untrained, search", "untrained, no search"], rows))
+    return sec
+
+
+def reward_level(runs: list[Run]) -> Section:
+    """Table 4: online PRA against post-hoc re-ranking of sampled traces by outcome or process rewards."""
+    sec = Section("Table 4: reward level and timing (post-hoc re-ranking vs online PRA)")
+    sampled = [r for r in runs if r.records and all(has_samples(x) for x in r.records)]
+    online = [r for r in runs if r.method == "pra"]
+    if not sampled:
+        sec.missing.append(
+            "no run keeps every sampled trace with per-step rewards (records need a `samples` list of "
+            "`{answer, rewards, outcome}`, see `eval/report/posthoc.py`); saved SC records keep only the "
+            "answers, PRA records only the final beam's cumulative scores, so post-hoc re-ranking cannot "
+            "be recomputed from them")
+    rows = []
+    for r in sampled:
+        for how in ("vote", "outcome", *AGGREGATES):
+            if how == "outcome" and not all(has_outcome(x) for x in r.records):
+                rows.append([r.benchmark, r.policy, "post hoc: outcome", "no outcome rewards in records", f"`{r.path}`"])
+                continue
+            acc, se, n = posthoc_accuracy(r.records, how)
+            name = "majority vote (no reward)" if how == "vote" else f"post hoc: {how if how == 'outcome' else 'process, ' + how}"
+            rows.append([r.benchmark, r.policy, name, accuracy(acc, se, n), f"`{r.path}`"])
+    for r in online:
+        rows.append([r.benchmark, r.policy, f"online {r.label}", _cell(r), f"`{r.path}`"])
+    if not online:
+        sec.missing.append("no online pra run to compare with")
+    if rows:
+        sec.body.append(table(["benchmark", "policy", "ranking", "accuracy", "run"], sorted(rows, key=lambda x: x[:2])))
+    return sec

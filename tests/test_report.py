@@ -1,0 +1,195 @@
+"""The report from hand-made run folders: every table and figure, the post-hoc aggregations, the |dm|
+figures from a hand-made labelled file. No model is loaded."""
+import json
+from pathlib import Path
+
+import pytest
+
+from eval.report.build import ReportConfig, build_report
+from eval.report.figures import pareto, samples_figure, tradeoff_figure, vote_curve
+from eval.report.margins import by_difficulty, by_position, load_labels, margin_figures
+from eval.report.posthoc import aggregate, pick, posthoc_accuracy
+from eval.report.runs import RunError, load_run, load_runs
+from eval.report.tables import agent_by_search, backbone_swap, methods_by_benchmark, reward_level
+
+
+def make_run(root: Path, name: str, method: str, correct: list[bool], benchmark: str = "bench",
+             policy: str = "p", ids: list[str] | None = None, extra: list[dict] | None = None, **config) -> Path:
+    run = root / name
+    run.mkdir(parents=True)
+    cfg = {"benchmark": benchmark, "method": method, "policy": policy, "samples": 4,
+           "search": {"beam_width": 2, "branching": 2}, "reward_agent": "smollm2-135m-instruct",
+           "search_controller": "always", **config}
+    (run / "config.json").write_text(json.dumps(cfg))
+    ids = ids or [f"q{i}" for i in range(len(correct))]
+    rows = [{"id": i, "gold": "A", "prediction": "A" if c else "B", "correct": c, "forced": False,
+             "tokens": 10, "seconds": 1.0, "stats": {"searches": 2 if method == "pra" else 0},
+             **((extra or [{}] * len(ids))[n])} for n, (i, c) in enumerate(zip(ids, correct))]
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def test_posthoc_aggregations_on_hand_made_rewards():
+    r = [0.9, 0.2, 0.6]
+    assert aggregate(r, "last") == 0.6 and aggregate(r, "min") == 0.2 and aggregate(r, "max") == 0.9
+    assert aggregate(r, "mean") == pytest.approx(17 / 30)
+    with pytest.raises(ValueError, match="without step rewards"):
+        aggregate([], "min")
+    samples = [{"answer": "A", "rewards": [0.9, 0.1], "outcome": 0.2},
+               {"answer": "B", "rewards": [0.5, 0.5], "outcome": 0.9},
+               {"answer": "B", "rewards": [0.3, 0.4], "outcome": 0.1}]
+    assert pick(samples, "last") == "B" and pick(samples, "min") == "B" and pick(samples, "max") == "A"
+    assert pick(samples, "outcome") == "B" and pick(samples, "vote") == "B"
+    tie = [{"answer": "C", "rewards": [0.5]}, {"answer": "D", "rewards": [0.5]}]
+    assert pick(tie, "mean") == "C"                       # ties: the earliest sample
+    records = [{"id": "1", "gold": "A", "samples": samples}, {"id": "2", "gold": "B", "samples": samples}]
+    assert posthoc_accuracy(records, "max") == pytest.approx((0.5, 0.5 ** 1.5, 2))
+    with pytest.raises(ValueError, match="'3' lacks"):
+        posthoc_accuracy(records + [{"id": "3", "gold": "A", "samples": [{"answer": "A", "rewards": []}]}], "min")
+
+
+def test_table1_methods_by_benchmark(tmp_path):
+    make_run(tmp_path, "cot-a", "cot", [True, False], benchmark="a")
+    make_run(tmp_path, "cot-a-small", "cot", [True], benchmark="a")
+    make_run(tmp_path, "sc-b", "sc", [True, True, False, False], benchmark="b")
+    runs, _ = load_runs([tmp_path])
+    text = methods_by_benchmark(runs).render()
+    assert "| policy | method | a | b |" in text
+    assert "| p | cot | 0.500 ± 0.354 (n=2) | — |" in text
+    assert "| p | sc (k=4) | — | 0.500 ± 0.250 (n=4) |" in text
+    assert "cot-a-small` (n=1)" in text                   # the smaller run for the same cell is named
+
+
+def test_table2_paired_deltas_and_missing_runs(tmp_path):
+    make_run(tmp_path, "cot", "cot", [True, False, False])
+    make_run(tmp_path, "pra", "pra", [True, True, False])
+    make_run(tmp_path, "cot2", "cot", [False], policy="q")
+    runs, _ = load_runs([tmp_path])
+    text = backbone_swap(runs).render()
+    assert "+0.333 ± 0.333 (n=3)" in text                 # differences 0, 1, 0
+    assert "sc for p on bench: `pra eval --benchmark bench --policy p --method sc" in text
+    assert "pra for q on bench" in text
+
+
+def test_table3_trained_by_search(tmp_path):
+    make_run(tmp_path, "u-always", "pra", [True, False])
+    make_run(tmp_path, "u-never", "pra", [False, False], search_controller="never")
+    make_run(tmp_path, "t-th", "pra", [True, True], reward_agent="runs/agent-cpu/final", search_controller="threshold:0.5")
+    runs, _ = load_runs([tmp_path])
+    assert [r.trained for r in sorted(runs, key=lambda r: r.path)] == [True, False, False]
+    text = agent_by_search(runs).render()
+    assert "| bench | p | 1.000 ± 0.000 (n=2) (runs/agent-cpu/final, threshold:0.5) | — | 0.500 ± 0.354 (n=2) " \
+           "(smollm2-135m-instruct, always) | 0.000 ± 0.000 (n=2) (smollm2-135m-instruct, never) |" in text
+    assert "trained agent, search never, p on bench" in text
+    assert agent_by_search([]).missing
+
+
+def test_table4_posthoc_rows_and_what_is_missing(tmp_path):
+    samples = [{"samples": [{"answer": "B", "rewards": [0.9], "outcome": 0.9},
+                            {"answer": "A", "rewards": [0.1], "outcome": 0.1},
+                            {"answer": "A", "rewards": [0.2], "outcome": 0.2}]}] * 2
+    make_run(tmp_path, "sc", "sc", [True, True], extra=samples)
+    make_run(tmp_path, "pra", "pra", [True, False])
+    runs, _ = load_runs([tmp_path])
+    text = reward_level(runs).render()
+    assert "| bench | p | majority vote (no reward) | 1.000 ± 0.000 (n=2) |" in text
+    assert "| bench | p | post hoc: process, max | 0.000 ± 0.000 (n=2) |" in text
+    assert "| bench | p | post hoc: outcome | 0.000 ± 0.000 (n=2) |" in text
+    assert "online pra" in text and "Missing" not in text
+    bare, _ = load_runs([tmp_path / "pra"])
+    assert "no run keeps every sampled trace" in reward_level(bare).render()
+
+
+def test_figure2_vote_curve_over_saved_samples(tmp_path):
+    extra = [{"answers": ["B", "A", "A", "B"]}, {"answers": ["A", "B", "B", "C"]}]
+    make_run(tmp_path, "sc", "sc", [False, False], extra=extra)
+    make_run(tmp_path, "pra", "pra", [True, False])
+    runs, _ = load_runs([tmp_path])
+    sc = next(r for r in runs if r.method == "sc")
+    curve = vote_curve(sc)
+    # k=1: B, A -> 1/2; k=2: tie B/A -> B (earliest), A -> 1/2; k=3: A, B -> 1/2; k=4: tie -> B, B -> 0
+    assert [p.acc for p in curve] == [0.5, 0.5, 0.5, 0.0]
+    sec = samples_figure(runs, tmp_path)
+    assert (tmp_path / "fig2-bench-p.png").stat().st_size > 1000
+    assert "| bench | p | pra (untrained smollm2-135m-instruct, B=2 b=2, search always) | 4 |" in sec.render()
+    make_run(tmp_path, "sc-short", "sc", [True], extra=[{"answers": ["A"]}])
+    short = load_run(tmp_path / "sc-short")
+    with pytest.raises(ValueError, match="all 4 sampled answers"):
+        vote_curve(short)
+
+
+def test_figure3_pareto_over_theta(tmp_path):
+    assert pareto([(1.0, 0.5), (2.0, 0.4), (3.0, 0.7), (0.0, 0.5)]) == [3, 2]
+    for name, theta, correct, searches in (("t3", 0.3, [True, True], 4), ("t7", 0.7, [True, False], 1),
+                                           ("t9", 0.9, [False, False], 2)):
+        make_run(tmp_path, name, "pra", correct, search_controller=f"threshold:{theta}",
+                 extra=[{"stats": {"searches": searches}}] * 2)
+    make_run(tmp_path, "never", "pra", [False, True], search_controller="never", extra=[{"stats": {}}] * 2)
+    runs, _ = load_runs([tmp_path])
+    text = tradeoff_figure(runs, tmp_path).render()
+    assert "| bench | p | smollm2-135m-instruct | threshold:0.3 | 4.00 | 1.000 ± 0.000 (n=2) | yes |" in text
+    assert "| threshold:0.7 | 1.00 | 0.500 ± 0.354 (n=2) | yes |" in text
+    assert "| threshold:0.9 | 2.00 | 0.000 ± 0.000 (n=2) |  |" in text
+    assert "| never | 0.00 |" in text and "Missing" not in text
+    assert (tmp_path / "fig3-bench-p-smollm2-135m-instruct.png").exists()
+
+
+def write_labels(folder: Path) -> Path:
+    """Two questions: q1 (easy, trace answered A = gold) with 2 steps, q2 (hard, answered B) with 4."""
+    folder.mkdir()
+    rows = [("q1", 1, 0.4, ["A", "A", "A"]), ("q1", 2, -0.2, ["A", "A", "B"]),
+            ("q2", 1, 1.0, ["B", "B", "B"]), ("q2", 2, 0.5, ["B", "C", "B"]),
+            ("q2", 3, -0.1, ["B", "B", "B"]), ("q2", 4, 0.3, ["B", "B", "B"])]
+    (folder / "labels.jsonl").write_text("".join(json.dumps(
+        {"question_id": q, "trace": 0, "step_index": i, "gold": "A", "dm": dm, "rollout_answers": ra}) + "\n"
+        for q, i, dm, ra in rows))
+    (folder / "traces.jsonl").write_text(json.dumps({"id": "q1", "traces": [{"answer": "A"}]}) + "\n"
+                                         + json.dumps({"id": "q2", "traces": [{"answer": "B"}]}) + "\n")
+    return folder
+
+
+def test_figures4_5_margin_shift_by_position_and_difficulty(tmp_path):
+    steps, answers = load_labels(write_labels(tmp_path / "labels"))
+    pos = by_position(steps, answers)
+    assert [b.correct for b in pos] == [(), (0.4,), (), (0.2,)]          # q1: steps at 1/2 and 2/2
+    assert [b.incorrect for b in pos] == [(1.0,), (0.5,), (0.1,), (0.3,)]
+    diff = by_difficulty(steps, answers)
+    assert [(b.name, b.correct, b.incorrect) for b in diff] == [
+        ("easy", (0.4, 0.2), ()), ("medium", (), ()), ("hard", (), (1.0, 0.5, 0.1, 0.3))]
+    fig4, fig5 = margin_figures(tmp_path / "labels", tmp_path)
+    assert (tmp_path / "fig4-position.png").exists() and (tmp_path / "fig5-difficulty.png").exists()
+    assert "| 0.25–0.50 | 0.400 ± 0.000 (n=1) | 0.500 ± 0.000 (n=1) |" in fig4.render()
+    assert "| easy | 0.300 ± 0.100 (n=2) | — |" in fig5.render()
+    assert all("--labels" in s.render() for s in margin_figures(None, tmp_path))
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "labels.jsonl").write_text(json.dumps({"question_id": "q", "trace": 0}) + "\n")
+    (tmp_path / "bad" / "traces.jsonl").write_text("")
+    with pytest.raises(ValueError, match="labels.jsonl: record 1: field 'step_index' missing"):
+        load_labels(tmp_path / "bad")
+
+
+def test_bad_run_folders_name_file_and_field(tmp_path):
+    run = make_run(tmp_path, "r", "cot", [True])
+    (run / "config.json").write_text(json.dumps({"method": "cot", "policy": "p"}))
+    with pytest.raises(RunError, match=r"r/config.json: field 'benchmark' missing"):
+        load_run(run)
+    with pytest.raises(RunError, match="no such run folder"):
+        load_runs([tmp_path / "nope"])
+
+
+def test_report_end_to_end_with_first_n(tmp_path):
+    from eval.benchmarks import load_eval_benchmark
+
+    ids = [q.id for q in load_eval_benchmark("medqa", limit=4).questions]
+    runs = tmp_path / "runs"
+    make_run(runs, "cot", "cot", [True, False, True, True], benchmark="medqa", ids=ids)
+    make_run(runs, "empty", "cot", [], benchmark="medqa", policy="other")
+    out = tmp_path / "report"
+    from pra.cli import main
+    main(["report", str(runs), "--out", str(out), "--first", "2", "--labels", str(write_labels(tmp_path / "lab"))])
+    text = (out / "report.md").read_text()
+    for title in ("Table 1", "Table 2", "Table 3", "Table 4", "Figure 2", "Figure 3", "Figure 4", "Figure 5"):
+        assert f"## {title}" in text
+    assert "| p | cot | 0.500 ± 0.354 (n=2) |" in text                  # first 2 questions only
+    assert "empty`: no records among the first 2, left out" in text
+    assert "no pra runs" in text
