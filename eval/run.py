@@ -47,7 +47,7 @@ class EvalConfig:
     backend: str = "transformers"     # policy backend: transformers | vllm | openai
     base_url: str | None = None       # for the openai backend
     # reward agent (pra)
-    reward_agent: str = "smollm2-135m-instruct"   # backbone (untrained) or adapter folder / shipped name
+    reward_agent: str = "pra-smollm2-cpu"         # shipped name (pra/agents), adapter folder, or a backbone (untrained)
     search_controller: str = "always"             # always | never | threshold:θ | sample | pulse:PATH[:θ]
     # retrieval (rag, rag-sc, pra)
     corpus: str = "medcorp-mini"

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 from pathlib import Path
 
 from pra.models import AGENTS_DIR
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+
+def auroc_stderr(auroc: float, positives: int, negatives: int) -> float:
+    """Hanley and McNeil's standard error of an AUROC: how far a small validation set can be trusted."""
+    q1, q2 = auroc / (2 - auroc), 2 * auroc ** 2 / (1 + auroc)
+    var = (auroc * (1 - auroc) + (positives - 1) * (q1 - auroc ** 2) + (negatives - 1) * (q2 - auroc ** 2))
+    return math.sqrt(max(var, 0.0) / (positives * negatives))
 
 
 def _fmt(value) -> str:
@@ -25,6 +33,12 @@ def model_card(name: str, recipe: str, args: dict, metrics: dict, label_cfg: dic
     rows = "\n".join(f"| {key} | {_fmt(first.get(key))} | {_fmt(last.get(key))} |"
                      for key in ("reward_auroc", "reward_pr_auc", "search_accuracy", "positive_share", "examples"))
     losses = metrics["train_loss"]
+    positives = round(last["positive_share"] * last["examples"])
+    stderr = ", ".join(f"{label} {m['reward_auroc']:.3f} ± {auroc_stderr(m['reward_auroc'], positives, m['examples'] - positives):.3f}"
+                       for label, m in (("untrained", first), ("trained", last)) if m.get("reward_auroc") is not None)
+    judge = label_stats.get("judge_positive")
+    judge_note = (f" The judge rated {judge:.0%} of steps correct, so its reasoning label carries no signal here;"
+                  f" the rollout share does." if judge is not None and judge >= 0.95 else "")
     return f"""# Reward agent `{name}`
 
 A LoRA adapter on `{args['base']}` that reads a PRA prompt (question, options, the reasoning so far with
@@ -41,7 +55,7 @@ policy: it never sees the policy's weights, only its text.
 - Teachers: the judge `{label_cfg['judge']}` (the paper's teacher prompt with {label_cfg['docs']} retrieved
   `{label_cfg['corpus']}` passages and without them; margin shift for search labels) and
   {label_cfg['rollouts']} Monte-Carlo rollouts per step by the policy (the share reaching the gold answer).
-- Label statistics: {json.dumps({k: v for k, v in label_stats.items() if k not in ('questions', 'steps', 'steps_per_trace')})}
+- Label statistics: {json.dumps({k: v for k, v in label_stats.items() if k not in ('questions', 'steps', 'steps_per_trace')})}.{judge_note}
 
 ## Training
 `{args['reward_label']}` reward targets, `{args['search_label']}` search labels, LoRA r={args['lora_r']}
@@ -58,6 +72,9 @@ search label, read through the inference code path (`RewardAgent.score`).
 | metric | untrained backbone | trained |
 |---|---|---|
 {rows}
+
+Reward AUROC with its standard error (Hanley-McNeil, {positives} positive steps): {stderr}. Search
+accuracy against always-search labels only says that the agent learned to ask for evidence.
 
 ## Reproduce
 ```
