@@ -50,7 +50,7 @@ done
 pra probe table $OUT/detection.jsonl > $OUT/detection.md
 
 # 5. Decoding on medmcqa-eval: PULSE (front, step), IRCoT, and PRA beam search with PULSE deciding
-#    when to search (the untrained reward agent scores), next to CoT from the main grid.
+#    when to search (the shipped reward agent scores), next to CoT from the main grid.
 run() { out=$1; shift; pra eval --benchmark medmcqa-eval --policy $P "$@" --out $OUT/$out > $OUT/$out.log 2>&1; }
 run pulse-front --method pulse-front --search pulse:$OUT/probe-main.pt --limit $N
 run pulse-step --method pulse-step --search pulse:$OUT/probe-main.pt --limit $N
