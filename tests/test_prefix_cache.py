@@ -15,13 +15,13 @@ def kv_for(ids, start=0, layers=2):
     return [(t, -t) for _ in range(layers)]
 
 
-def test_lookup_takes_whole_blocks_and_never_the_last_token():
+def test_lookup_finds_whole_blocks_then_matches_on_and_never_takes_the_last_token():
     cache = PrefixCache()
     a = list(range(100, 140))                       # 40 tokens: two whole blocks
     cache.store(a, None, 0, kv_for(a))
-    assert cache.lookup(a[:20] + [7] * 30)[1] == BLOCK          # shares 20 tokens: one whole block
-    assert cache.lookup(a)[1] == 2 * BLOCK
-    assert cache.lookup(a[:2 * BLOCK])[1] == BLOCK              # 32 tokens: the last must be run
+    assert cache.lookup(a[:20] + [7] * 30)[1] == 20             # one whole block, then 4 tokens more
+    assert cache.lookup(a)[1] == 39                             # the last token must be run
+    assert cache.lookup(a[:10] + [7] * 30)[0] is None           # no whole block shared
     assert cache.lookup([1] + a)[0] is None                     # shifted: nothing shared
 
 
@@ -35,9 +35,9 @@ def test_children_store_only_their_own_tokens_and_gather_through_the_parent():
     child = cache.store(child_ids, parent, 48, kv_for(child_ids, start=48))
     assert cache.tokens == 48 + 30
     found, n = cache.lookup(child_ids + [1])
-    assert found is child and n == 64
+    assert found is child and n == 78 == 4 * BLOCK + 14
     keys, values = PrefixCache.gather(found, n)[1]
-    assert keys[0, :, 0].tolist() == child_ids[:64] and values[0, :, 0].tolist() == [-x for x in child_ids[:64]]
+    assert keys[0, :, 0].tolist() == child_ids and values[0, :, 0].tolist() == [-x for x in child_ids]
 
 
 def test_eviction_is_least_recently_used_and_spares_parents_of_live_entries():

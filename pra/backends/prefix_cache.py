@@ -49,8 +49,9 @@ class PrefixCache:
         self.tokens = 0
 
     def lookup(self, ids: list[int]) -> tuple[Entry | None, int]:
-        """The entry sharing the most whole blocks with ``ids``, and how many tokens it supplies: never
-        all of ``ids``, since the last token must be run to give the next token's logits."""
+        """The entry sharing the most whole blocks with ``ids`` and how many tokens it supplies (its
+        match may run on past the last whole block): never all of ``ids``, since the last token must be
+        run to give the next token's logits."""
         best, n = None, 0
         for k, h in enumerate(block_hashes(ids[:len(ids) - 1])):
             entry = self.blocks.get(h)
@@ -58,6 +59,10 @@ class PrefixCache:
                 break
             best, n = entry, (k + 1) * BLOCK
         if best is not None:
+            # Past the last whole block, the entry may match further, token by token.
+            limit = min(len(ids) - 1, len(best.ids))
+            while n < limit and best.ids[n] == ids[n]:
+                n += 1
             self._touch(best)
         return best, n
 

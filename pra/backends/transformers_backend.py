@@ -16,8 +16,7 @@ from pra.backends.base import (BackendStats, Completion, LMBackend, Message, Sam
 from pra.backends.prefix_cache import BLOCK, PrefixCache
 
 STOP_WINDOW = 8          # newest tokens decoded per step to look for a stop string
-PAD_SHARE = 0.25         # at most this share of a forward batch's new tokens may be padding...
-MIN_BATCH_TOKENS = 256   # ...once it holds this many real ones (each forward pass has a fixed cost too)
+FORWARD_COST = 32        # the fixed cost of one forward pass, in tokens of work (one CPU core, ~135M)
 
 
 class TransformersBackend(LMBackend):
@@ -132,12 +131,10 @@ class TransformersBackend(LMBackend):
         new = {r: len(r) - (self.prefix_cache.lookup(list(r))[1] if reuse else 0) for r in copies}
         chunk: list[tuple[int, ...]] = []
         for r in sorted(copies, key=lambda r: (new[r], len(r))):
-            real = sum(new[c] for c in chunk)
-            # A new batch when this one is full, or when the row would pad it by more than a quarter
-            # (rows come shortest first, so the row sets the width) and it already holds enough work.
-            padded = (len(chunk) + 1) * new[r]
+            # Rows come shortest first, so a row widens the batch to its own length and pads the rows
+            # before it: start a new batch when that padding would cost more than another forward pass.
             if chunk and (len(chunk) == self.batch_size or
-                          (real >= MIN_BATCH_TOKENS and padded - real - new[r] > PAD_SHARE * padded)):
+                          len(chunk) * (new[r] - new[chunk[-1]]) > FORWARD_COST):
                 yield [copies[c] for c in chunk], *self._forward([list(c) for c in chunk], reuse)
                 chunk = []
             chunk.append(r)
