@@ -126,8 +126,13 @@ class Parts:
             self.policy = load_policy(cfg.policy, backend=cfg.backend, **extra.get(cfg.backend, {}))
         if cfg.method == "pra":
             from search.controllers import make_controller
-            self.controller = self.controller or make_controller(cfg.search_controller, cfg.search.seed,
-                                                                 policy=self.policy)
+            if self.controller is None:
+                bm25 = None
+                if cfg.search_controller.startswith("rsus"):
+                    from corpora.retrieval import load_retriever
+                    bm25 = load_retriever(cfg.corpus, mode="bm25")    # RSUS's entity entropy is a BM25 signal
+                self.controller = make_controller(cfg.search_controller, cfg.search.seed, policy=self.policy,
+                                                  bm25=bm25)
             if self.reward_agent is None:
                 from pra.reward_agent import load_reward_agent
                 self.reward_agent = load_reward_agent(cfg.reward_agent, batch_size=cfg.batch_size)

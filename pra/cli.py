@@ -207,7 +207,7 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reward-agent", dest="reward_agent",
                    help="shipped agent (default pra-smollm2-cpu), adapter folder, or backbone name (untrained)")
     p.add_argument("--search", dest="search_controller",
-                   help="always | never | threshold:θ | sample | pulse:PROBE[:θ] (pra, pulse-front, pulse-step)")
+                   help="always | never | threshold:θ | sample | rsus[:θ] | pulse:PROBE[:θ] (pra, pulse-front, pulse-step)")
     p.add_argument("--beam-width", dest="beam_width", type=int, help="B: traces kept per question")
     p.add_argument("--branching", type=int, help="b: candidate next steps per kept trace")
     p.add_argument("--docs-per-search", dest="docs_per_search", type=int)

@@ -124,12 +124,23 @@ def load_pulse(arg: str, policy) -> Pulse:
                  probe.threshold if threshold is None else threshold)
 
 
-def make_controller(spec: str, seed: int = 0, policy=None) -> SearchController:
+def make_controller(spec: str, seed: int = 0, policy=None, bm25=None) -> SearchController:
     """``always`` | ``never`` | ``threshold:0.5`` | ``sample`` | ``pulse:PATH[:threshold]`` (PULSE needs
-    the policy, whose hidden states it reads)."""
+    the policy, whose hidden states it reads) | ``rsus[:threshold]`` (needs the policy and a BM25
+    retriever)."""
     name, _, arg = spec.partition(":")
     if name == "pulse":
         return load_pulse(arg, policy)
+    if name == "rsus":
+        from search.rsus import RSUS, RSUSConfig
+
+        if policy is None or bm25 is None:
+            raise ValueError("the RSUS controller asks the policy and a BM25 index; it needs both")
+        try:
+            config = RSUSConfig(seed=seed, **({"threshold": float(arg)} if arg else {}))
+        except ValueError:
+            raise ValueError(f"rsus threshold must be a number, got {arg!r}") from None
+        return RSUS(policy, bm25, config)
     if name == "always":
         return Always()
     if name == "never":
@@ -142,4 +153,5 @@ def make_controller(spec: str, seed: int = 0, policy=None) -> SearchController:
         return Threshold(theta)
     if name == "sample":
         return Sample(seed)
-    raise ValueError(f"unknown search controller {spec!r}; use always, never, threshold:θ, sample or pulse:PATH")
+    raise ValueError(f"unknown search controller {spec!r}; use always, never, threshold:θ, sample, "
+                     f"pulse:PATH or rsus[:θ]")
