@@ -76,9 +76,18 @@ def _record(t: Trace, method: str) -> dict[str, Any]:
         "correct": t.prediction == t.question.answer, "forced": t.forced, "method": method,
         "steps": [asdict(s) for s in best.steps], "tokens": t.stats["policy_tokens"], "seconds": round(seconds, 3),
         "answers": [c.answer for c in t.beam], "scores": [round(c.score, 4) for c in t.beam],
+        "samples": [_sample(c) for c in t.beam],
         "context": [title for title, _ in t.context],
         "stats": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in t.stats.items()},
     }
+
+
+def _sample(c) -> dict[str, Any]:
+    """One trace of the final beam (every sample, for SC), for post-hoc re-ranking: its steps, and their
+    rewards where the reward agent scored them online (``eval.rescore`` adds them afterwards)."""
+    rewards = [s.reward for s in c.steps]
+    return {"answer": c.answer, "steps": c.texts,
+            **({"rewards": rewards} if rewards and None not in rewards else {})}
 
 
 def _pulse_record(t: "PulseTrace", method: str) -> dict[str, Any]:
