@@ -2,8 +2,8 @@
 
 Held-out steps come from policy traces on evaluation sets (medmcqa-eval in distribution; mmlu-med or
 pubmedqa out of distribution). ``pra label`` refuses evaluation sets on purpose, so that they never
-become training data; ``label_for_detection`` (``pra probe label``) is the one explicit way to label
-them, and marks its folder ``purpose: detection``: feature files built from it carry that mark and
+become training data; ``run_label(..., purpose="detection")`` (``pra probe label``) is the one explicit
+way to label them, and marks its folder ``purpose: detection``: feature files built from it carry that mark and
 ``pra probe train`` refuses them.
 
 Every score is evaluated on the same test steps: the probe at its own threshold, and each baseline
@@ -11,55 +11,16 @@ with its sign and Youden threshold fixed on the probe's validation questions (tr
 """
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
-from eval.benchmarks import EVAL_BENCHMARKS, load_eval_benchmark, parse_shard
 from pra.pulse.baselines import BASELINES, baseline_scores
 from pra.pulse.dataset import StepTable, load_features
 from pra.pulse.metrics import detection_metrics, youden_threshold
 from pra.pulse.probe import Probe
 from pra.records import JsonlWriter, read_records
-from training.config import LabelConfig
-from training.label import _backend, generate_traces, label_chunk, label_stats, step_items
-
-
-def label_for_detection(cfg: LabelConfig, policy=None, judge=None, retriever=None) -> dict[str, Any]:
-    """Traces and teacher labels on an evaluation set, for detection metrics only (resumable)."""
-    if cfg.benchmark not in EVAL_BENCHMARKS:
-        raise ValueError(f"{cfg.benchmark!r} is not an evaluation set; label training questions with `pra label`")
-    shard = parse_shard(cfg.shard) if cfg.shard else None
-    questions = {q.id: q for q in load_eval_benchmark(cfg.benchmark, limit=cfg.limit, shard=shard).questions}
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    config = out / "label_config.json"
-    now = {"purpose": "detection", **json.loads(json.dumps(asdict(cfg)))}
-    pacing = {"limit", "shard", "batch_size", "max_active", "chunk"}
-    same = lambda d: {k: v for k, v in d.items() if k not in pacing}
-    if config.exists() and same(json.loads(config.read_text())) != same(now):
-        raise ValueError(f"{out} holds labels made with other settings; resume with the same ones or use a new out")
-    config.write_text(json.dumps(now, indent=2))
-    policy = policy or _backend(cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size)
-    generate_traces(cfg, policy, list(questions.values()), out / "traces.jsonl")
-    if "judge" in cfg.teachers and judge is None:
-        same_model = (cfg.judge, cfg.judge_backend, cfg.judge_base_url) == (cfg.policy, cfg.backend, cfg.base_url)
-        judge = policy if same_model else _backend(cfg.judge, cfg.judge_backend, cfg.judge_base_url, cfg.batch_size)
-    if retriever is None:
-        from corpora.retrieval import load_retriever
-        retriever = load_retriever(cfg.corpus, mode=cfg.retrieval)
-    with JsonlWriter(out / "labels.jsonl") as writer:
-        items = [i for i in step_items(questions, read_records(out / "traces.jsonl")) if i.id not in writer.done]
-        for s in tqdm(range(0, len(items), cfg.chunk * 4), desc="detection labels"):
-            for record in label_chunk(cfg, items[s:s + cfg.chunk * 4], policy, judge, retriever):
-                writer.write(record)
-    stats = label_stats(r for r in read_records(out / "labels.jsonl") if r["question_id"] in questions)
-    (out / "label_stats.json").write_text(json.dumps(stats, indent=2))
-    return stats
 
 
 def probe_name(p: Probe) -> str:

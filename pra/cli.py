@@ -121,11 +121,11 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_probe_label(args: argparse.Namespace) -> None:
-    from eval.pulse_detect import label_for_detection
+    from training.label import run_label
     from training.config import LabelConfig, load_config
 
     cfg = load_config(LabelConfig, "label", args.recipe, vars(args))
-    print(json.dumps(label_for_detection(cfg), indent=2))
+    print(json.dumps(run_label(cfg, purpose="detection"), indent=2))
     print(f"detection-only labels: {Path(cfg.out) / 'labels.jsonl'}")
 
 

@@ -309,14 +309,14 @@ def test_pulse_decoding_on_smollm2(smollm2, bm25, tmp_path, method):
 # -- detection-only labels on evaluation sets ------------------------------------------------------------
 
 def test_detection_labels_are_explicit_and_marked(tmp_path):
-    from eval.pulse_detect import label_for_detection
     from pra.pulse.dataset import labels_purpose
     from training.config import LabelConfig
+    from training.label import run_label
 
     with pytest.raises(ValueError, match="not an evaluation set"):
-        label_for_detection(LabelConfig(benchmark="medmcqa-train", out=str(tmp_path)))
+        run_label(LabelConfig(benchmark="medmcqa-train", out=str(tmp_path)), purpose="detection")
     policy = ScriptedPolicy(lambda qt, step, i: "a fact" if step == 1 else "the answer is (A)")
     cfg = LabelConfig(benchmark="medmcqa-eval", limit=2, out=str(tmp_path / "d"), teachers=["judge"])
-    stats = label_for_detection(cfg, policy=policy, judge=policy, retriever=Retriever())
+    stats = run_label(cfg, policy=policy, judge=policy, retriever=Retriever(), purpose="detection")
     assert stats["steps"] == 4 and stats["questions"] == 2
     assert labels_purpose(tmp_path / "d" / "labels.jsonl") == "detection"

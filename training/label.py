@@ -24,7 +24,7 @@ from typing import Any, Iterable, Sequence
 
 from tqdm import tqdm
 
-from eval.benchmarks import EVAL_BENCHMARKS, load_benchmark, parse_shard
+from eval.benchmarks import EVAL_BENCHMARKS, load_benchmark, load_eval_benchmark, parse_shard
 from pra.backends import load_policy
 from pra.backends.base import LMBackend
 from pra.prompts import format_documents, format_question, steps_prefix
@@ -216,29 +216,36 @@ def _backend(model: str, backend: str, base_url: str | None, batch_size: int) ->
 PACING = {"limit", "shard", "batch_size", "max_active", "chunk"}
 
 
-def _check_settings(path: Path, cfg: LabelConfig) -> None:
-    """Refuse to resume with other labelling settings: the file would mix two kinds of label."""
+def _check_settings(path: Path, cfg: LabelConfig, purpose: str) -> None:
+    """Refuse to resume with other labelling settings: the file would mix two kinds of label. Labels
+    of evaluation sets carry ``purpose: detection``, which probe training refuses."""
     label_settings = lambda d: {k: v for k, v in d.items() if k not in PACING}
-    now = json.loads(json.dumps(asdict(cfg)))
+    now = {**({"purpose": purpose} if purpose == "detection" else {}), **json.loads(json.dumps(asdict(cfg)))}
     if path.exists() and label_settings(json.loads(path.read_text())) != label_settings(now):
         raise ValueError(f"{path.parent} holds labels made with other settings; resume with the same ones or use a new out")
     path.write_text(json.dumps(now, indent=2))
 
 
 def run_label(cfg: LabelConfig, policy: LMBackend | None = None, judge: LMBackend | None = None,
-              retriever=None) -> dict[str, Any]:
+              retriever=None, purpose: str = "training") -> dict[str, Any]:
     """Generate (or resume) the traces, label (or resume labelling) their steps, return the statistics
-    (also written to ``out/label_stats.json``)."""
-    if cfg.benchmark in EVAL_BENCHMARKS:
+    (also written to ``out/label_stats.json``). ``purpose``: "training" takes training questions only;
+    "detection" (``pra probe label``) takes evaluation sets only, for detection metrics, never training."""
+    if purpose not in ("training", "detection"):
+        raise ValueError(f"purpose must be training or detection, got {purpose!r}")
+    if purpose == "training" and cfg.benchmark in EVAL_BENCHMARKS:
         raise ValueError(f"{cfg.benchmark!r} is an evaluation set; label training questions (medmcqa-train)")
+    if purpose == "detection" and cfg.benchmark not in EVAL_BENCHMARKS:
+        raise ValueError(f"{cfg.benchmark!r} is not an evaluation set; label training questions with `pra label`")
     unknown = set(cfg.teachers) - set(TEACHERS)
     if unknown or not cfg.teachers:
         raise ValueError(f"teachers must be one or both of {', '.join(TEACHERS)}, got {cfg.teachers}")
     shard = parse_shard(cfg.shard) if cfg.shard else None
-    questions = {q.id: q for q in load_benchmark(cfg.benchmark, limit=cfg.limit, shard=shard).questions}
+    load = load_benchmark if purpose == "training" else load_eval_benchmark
+    questions = {q.id: q for q in load(cfg.benchmark, limit=cfg.limit, shard=shard).questions}
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    _check_settings(out / "label_config.json", cfg)
+    _check_settings(out / "label_config.json", cfg, purpose)
     policy = policy or _backend(cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size)
     generate_traces(cfg, policy, list(questions.values()), out / "traces.jsonl")
     if "judge" in cfg.teachers and judge is None:
