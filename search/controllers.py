@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from pra.prompts import policy_messages
 from pra.types import Question
@@ -93,14 +93,20 @@ class Pulse:
         return self.probe.score(concat([r.trajectories[self.probe.pooling] for r in readouts])).tolist()
 
     def decide(self, actions: Sequence[float | None], proposals: Sequence[Proposal] = ()) -> list[bool]:
-        if len(proposals) != len(actions):
-            raise ValueError("the PULSE controller decides from the candidates' steps; the engine gave none")
-        # An empty step (the policy ended the trace) has nothing to read and nothing to search for.
-        readable = [i for i, p in enumerate(proposals) if p.steps and p.steps[-1]]
-        flags = [False] * len(proposals)
-        for i, s in zip(readable, self.scores([proposals[i] for i in readable])):
-            flags[i] = s >= self.threshold
-        return flags
+        return [s is not None and s >= self.threshold for s in score_steps("PULSE", actions, proposals, self.scores)]
+
+
+def score_steps(name: str, actions: Sequence[float | None], proposals: Sequence[Proposal],
+                scores: Callable[[Sequence[Proposal]], list[float]]) -> list[float | None]:
+    """A step-reading controller's score of each candidate's newest step, in one call; None for an
+    empty step (the policy ended the trace: nothing to read, nothing to search for)."""
+    if len(proposals) != len(actions):
+        raise ValueError(f"the {name} controller decides from the candidates' steps; the engine gave none")
+    readable = [i for i, p in enumerate(proposals) if p.steps and p.steps[-1]]
+    out: list[float | None] = [None] * len(proposals)
+    for i, s in zip(readable, scores([proposals[i] for i in readable])):
+        out[i] = s
+    return out
 
 
 def load_pulse(arg: str, policy) -> Pulse:

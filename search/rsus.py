@@ -18,7 +18,7 @@ from typing import Sequence
 from pra.backends.base import LMBackend, SamplingParams
 from pra.prompts import policy_messages, steps_prefix
 from pra.types import Message
-from search.controllers import Proposal
+from search.controllers import Proposal, score_steps
 from search.engine import STEP_STOPS
 from search.pulse_decoding import content_words
 
@@ -87,10 +87,5 @@ class RSUS:
                 for c, e, d in zip(confidence, entropy, spread)]
 
     def decide(self, actions: Sequence[float | None], proposals: Sequence[Proposal] = ()) -> list[bool]:
-        if len(proposals) != len(actions):
-            raise ValueError("the RSUS controller decides from the candidates' steps; the engine gave none")
-        readable = [i for i, p in enumerate(proposals) if p.steps and p.steps[-1]]
-        flags = [False] * len(proposals)
-        for i, s in zip(readable, self.scores([proposals[i] for i in readable])):
-            flags[i] = s > self.config.threshold
-        return flags
+        scores = score_steps("RSUS", actions, proposals, self.scores)
+        return [s is not None and s > self.config.threshold for s in scores]
