@@ -25,6 +25,18 @@ class Point:
     n: int
 
 
+def _finish(fig, ax, xlabel: str, title: str, path: Path, sec: Section) -> None:
+    """Label an accuracy plot, save it beside the report and link it from the section."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("accuracy")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    sec.body.append(f"![{title}]({path.name})")
+
+
 def _slug(*parts: str) -> str:
     return "-".join("".join(c if c.isalnum() or c in "-." else "_" for c in p) for p in parts)
 
@@ -83,15 +95,8 @@ def samples_figure(runs: list[Run], out: Path) -> Section:
             ax.errorbar([r.width], [s["accuracy"]], yerr=[s["stderr"]], fmt="s", capsize=3, label=r.label)
             rows.append([bench, policy, r.label, r.width, accuracy(s["accuracy"], s["stderr"], s["n"])])
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("samples per question (SC: k; PRA: B x b per step)")
-        ax.set_ylabel("accuracy")
-        ax.set_title(f"{policy} on {bench}", fontsize=9)
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        name = f"fig2-{_slug(bench, policy)}.png"
-        fig.savefig(out / name, dpi=120)
-        plt.close(fig)
-        sec.body.append(f"![{policy} on {bench}]({name})")
+        _finish(fig, ax, "samples per question (SC: k; PRA: B x b per step)", f"{policy} on {bench}",
+                out / f"fig2-{_slug(bench, policy)}.png", sec)
     if not groups:
         sec.missing.append("no sc or pra runs")
         return sec
@@ -145,15 +150,8 @@ def tradeoff_figure(runs: list[Run], out: Path) -> Section:
         for r in others:
             s = r.summary
             ax.plot([s["searches_per_question"]], [s["accuracy"]], "^", label=f"search {r.controller}")
-        ax.set_xlabel("searches per question")
-        ax.set_ylabel("accuracy")
-        ax.set_title(f"{policy} on {bench}, agent {agent}", fontsize=9)
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        name = f"fig3-{_slug(bench, policy, agent)}.png"
-        fig.savefig(out / name, dpi=120)
-        plt.close(fig)
-        sec.body.append(f"![{policy} on {bench}]({name})")
+        _finish(fig, ax, "searches per question", f"{policy} on {bench}, agent {agent}",
+                out / f"fig3-{_slug(bench, policy, agent)}.png", sec)
         for i, r in enumerate(thresholds + others):
             s = r.summary
             rows.append([bench, policy, agent, r.controller, f"{s['searches_per_question']:.2f}",
