@@ -25,15 +25,20 @@ class Point:
     n: int
 
 
-def _finish(fig, ax, xlabel: str, title: str, path: Path, sec: Section) -> None:
-    """Label an accuracy plot, save it beside the report and link it from the section."""
+def save_plot(fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> None:
+    """Label a report plot and save it beside the report."""
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("accuracy")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _finish(fig, ax, xlabel: str, title: str, path: Path, sec: Section) -> None:
+    """Save an accuracy plot and link it from the section."""
+    save_plot(fig, ax, xlabel, "accuracy", title, path)
     sec.body.append(f"![{title}]({path.name})")
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from eval.report.figures import plt
+from eval.report.figures import plt, save_plot
 from eval.report.markdown import Section, table
 from pra.records import read_records
 
@@ -116,13 +116,7 @@ def _figure(bins: list[Bin], xlabel: str, title: str, path: Path) -> None:
         ax.errorbar([p[0] for p in pts], [p[1][0] for p in pts], yerr=[p[1][1] for p in pts],
                     marker="o", capsize=3, label=label)
     ax.set_xticks(list(xs), [b.name for b in bins], fontsize=8)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("mean |dm|")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_plot(fig, ax, xlabel, "mean |dm|", title, path)
 
 
 def _rows(bins: list[Bin]) -> list[list[str]]:
