@@ -89,20 +89,28 @@ def test_decode_loop_matches_transformers_generate(smollm2):
         assert out[0].text == text
 
 
-def test_sliding_window_model_reuses_prefixes_that_fit_its_window():
-    """Gemma 3's sliding layers keep only their window: reuse is on for sequences inside it, and exact."""
+def test_sliding_window_model_reuses_prefixes_beyond_its_window():
+    """Gemma 3's sliding layers keep every state and take their window from a mask in true positions:
+    cached equals naive for prompts longer than the window, decoding across its edge included."""
     from pra.backends.transformers_backend import TransformersBackend
 
     gemma = TransformersBackend("gemma3-270m", dtype="float32")
-    question = load_eval_benchmark("medmcqa-eval", limit=1).questions[0]
+    question = load_eval_benchmark("medqa", limit=1).questions[0]
+    filler = ["The question asks about a mechanism that the options name in turn."] * 30
     prompts = [gemma.render(policy_messages(question, False), steps_prefix(steps, len(steps) + 1))
-               for steps in ([], ["The question asks about a mechanism."])]
-    params = SamplingParams(max_tokens=8, stop=STEP_STOPS)
+               for steps in (filler[:10], filler)]
+    assert len(gemma._tokens(prompts[0])) + 40 > gemma.window       # decoding crosses the window's edge
+    assert len(gemma._tokens(prompts[1])) > gemma.window + 200
+    params = SamplingParams(max_tokens=40)
     gemma.share_prefix = False
     naive = gemma.generate(prompts, params), gemma.choice_logprobs(prompts, [list("ABCD")] * 2)
     gemma.share_prefix = True
     cached = gemma.generate(prompts, params), gemma.choice_logprobs(prompts, [list("ABCD")] * 2)
-    assert gemma.stats.extra["cached_prompt_tokens"] > 0
+    assert gemma.stats.extra["cached_prompt_tokens"] > gemma.window
     assert cached[0] == naive[0]
     assert all(abs(a[k] - b[k]) < 1e-4 for a, b in zip(cached[1], naive[1]) for k in "ABCD")
-    assert not gemma._reuse([[0] * (gemma.window - 10)], budget=48)     # would outgrow the window
+    # ... and both equal the model's own pass, which applies the window itself.
+    enc = gemma.tokenizer(prompts[1], return_tensors="pt")
+    with torch.inference_mode():
+        ref = gemma.model(**enc).logits[0, -1, gemma.token_ids(list("ABCD"))].log_softmax(-1).tolist()
+    assert all(abs(ref[j] - cached[1][1][k]) < 1e-4 for j, k in enumerate("ABCD"))

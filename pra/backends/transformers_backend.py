@@ -27,7 +27,7 @@ class TransformersBackend(LMBackend):
         self.batch_size = batch_size
         self.stats = BackendStats(extra={"cached_prompt_tokens": 0})
         # share_prefix=False turns reuse off: the naive cost, the same numbers. Sliding-window layers
-        # (Gemma 3) keep only their window's states, so there reuse waits for sequences that fit in it.
+        # (Gemma 3) keep every state here and get their window from the mask (``_attention``).
         self.share_prefix = share_prefix
         self.window = getattr(self.model.config.get_text_config(), "sliding_window", None)
         self.prefix_cache = PrefixCache(cache_tokens)   # valid while the weights stay as they are
@@ -43,11 +43,6 @@ class TransformersBackend(LMBackend):
     @property
     def has_chat_template(self) -> bool:
         return bool(self.tokenizer.chat_template)
-
-    def _reuse(self, rows: list[list[int]], budget: int) -> bool:
-        """Whether these rows may use and fill the prefix cache, ``budget`` more tokens to come."""
-        return self.share_prefix and (self.window is None or
-                                      max(map(len, rows), default=0) + budget < self.window - 1)
 
     def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
         return render_chat(self.tokenizer, messages, assistant_prefix)
@@ -75,7 +70,6 @@ class TransformersBackend(LMBackend):
             mask[i, cached + width - new:] = 1
             ids[i, width - new:] = torch.tensor(r[n:])
             pos[i, width - new:] = torch.arange(n, len(r))
-        kwargs = {}
         if cached:
             past = [PrefixCache.gather(e, n) if e is not None else None for e, n in hits]
             ref = next(p for p in past if p is not None)
@@ -88,10 +82,11 @@ class TransformersBackend(LMBackend):
                         k[i, :, cached - p[layer][0].shape[1]:] = p[layer][0]
                         v[i, :, cached - p[layer][1].shape[1]:] = p[layer][1]
                 layers.append((k, v))
-            kwargs["cache"] = DynamicCache(ddp_cache_data=layers)
+        # A cache made here holds every layer in full, sliding ones too: the model would trim those.
+        cache = DynamicCache(ddp_cache_data=layers) if cached else DynamicCache()
         mask = mask.to(self.device)
-        out = self.model(input_ids=ids.to(self.device), attention_mask=mask, position_ids=pos.to(self.device),
-                         use_cache=True, **kwargs)
+        out = self.model(input_ids=ids.to(self.device), attention_mask=self._attention(mask, width),
+                         position_ids=pos.to(self.device), cache=cache, use_cache=True)
         cache = out.past_key_values
         new_tokens = sum(len(r) - n for r, (_, n) in zip(rows, hits))
         self.stats.prompt_tokens += new_tokens
@@ -102,6 +97,18 @@ class TransformersBackend(LMBackend):
                 self.prefix_cache.store(r, entry, n, [(layer.keys[i, :, start:], layer.values[i, :, start:])
                                                       for layer in cache.layers])
         return cache, mask, out.logits[:, -1].float()
+
+    def _attention(self, mask: torch.Tensor, n_query: int) -> torch.Tensor | dict[str, torch.Tensor]:
+        """The attention mask for a pass whose queries are the last ``n_query`` columns. The 2-D padding
+        mask serves full attention. A sliding window must be measured in positions, not columns (rows
+        carry padding inside), so windowed models get both 4-D masks built from true positions."""
+        if self.window is None:
+            return mask
+        kpos = mask.cumsum(-1) - 1                                 # real tokens sit in order
+        q, k = kpos[:, -n_query:, None], kpos[:, None, :]
+        full = (mask[:, None, :] == 1) & (k <= q)
+        full[:, :, -n_query:] |= torch.eye(n_query, dtype=torch.bool, device=mask.device)  # pad queries
+        return {"full_attention": full[:, None], "sliding_attention": (full & (q - k < self.window))[:, None]}
 
     def _warm_shared_prefixes(self, rows: list[list[int]]) -> None:
         """Run and cache, first, the longest prefixes that several rows share and the cache lacks: a
@@ -117,12 +124,11 @@ class TransformersBackend(LMBackend):
         for _ in self._batches(todo):
             pass
 
-    def _batches(self, rows: list[list[int]], budget: int = 0) -> Iterator[tuple[list[list[int]], DynamicCache, torch.Tensor, torch.Tensor]]:
+    def _batches(self, rows: list[list[int]]) -> Iterator[tuple[list[list[int]], DynamicCache, torch.Tensor, torch.Tensor]]:
         """Forward passes over the distinct rows, ``batch_size`` at a time, those with the fewest new
         tokens together (padding costs full compute on a CPU). Yields (for each batch row the indices
-        of the input rows equal to it, cache, mask, next-token logits); ``budget``: tokens the caller
-        will append (decoding)."""
-        reuse = self._reuse(rows, budget)
+        of the input rows equal to it, cache, mask, next-token logits)."""
+        reuse = self.share_prefix
         if reuse and len(rows) > 1:
             self._warm_shared_prefixes(rows)
         copies: dict[tuple[int, ...], list[int]] = {}
@@ -155,7 +161,7 @@ class TransformersBackend(LMBackend):
             generator = torch.Generator(device=self.device)
             generator.manual_seed(zlib.crc32("\x00".join(prompts).encode(), params.seed))
         flat: list[Completion | None] = [None] * len(rows)
-        for groups, cache, mask, logits in self._batches(rows, params.max_tokens):
+        for groups, cache, mask, logits in self._batches(rows):
             if sample:   # equal prompts draw their own samples: one decode row per copy
                 owner = torch.tensor([j for j, g in enumerate(groups) for _ in g], device=self.device)
                 if len(owner) > len(groups):
@@ -192,7 +198,7 @@ class TransformersBackend(LMBackend):
                 mask, pos, nxt = mask[idx], pos[idx], nxt[idx]
                 alive = [alive[j] for j in keep]
             mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=1)
-            logits = self.model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos[:, None],
+            logits = self.model(input_ids=nxt[:, None], attention_mask=self._attention(mask, 1), position_ids=pos[:, None],
                                 cache=cache, use_cache=True).logits[:, -1].float()
             pos = pos + 1
         return out
@@ -245,14 +251,14 @@ class TransformersBackend(LMBackend):
         rows = [self._tokens(pre) + self.tokenizer(suf, add_special_tokens=False)["input_ids"]
                 for pre, suf in prompts]
         out: list[SlotLogprobs | None] = [None] * len(prompts)
-        for groups, cache, mask, logits in self._batches(rows, 2):
+        for groups, cache, mask, logits in self._batches(rows):
             first = logits.log_softmax(-1)[:, digit_ids]
             # Slot 2: feed the more likely slot-1 digit and the separator, as greedy decoding would.
             chosen = torch.tensor(digit_ids, device=self.device)[first.argmax(-1)]
             step = torch.stack([chosen, torch.full_like(chosen, sep_id)], dim=1)
             mask2 = torch.cat([mask, mask.new_ones(len(groups), 2)], dim=1)
             pos2 = mask.sum(-1)[:, None] + torch.arange(2, device=self.device)[None, :]
-            second = self.model(input_ids=step, attention_mask=mask2, position_ids=pos2, cache=cache,
+            second = self.model(input_ids=step, attention_mask=self._attention(mask2, 2), position_ids=pos2, cache=cache,
                                 use_cache=True).logits[:, -1].float().log_softmax(-1)[:, digit_ids]
             self.stats.prompt_tokens += 2 * len(groups)
             for g, a, b in zip(groups, first.tolist(), second.tolist()):
