@@ -86,7 +86,8 @@ class TransformersBackend(LMBackend):
         cache = DynamicCache(ddp_cache_data=layers) if cached else DynamicCache()
         mask = mask.to(self.device)
         out = self.model(input_ids=ids.to(self.device), attention_mask=self._attention(mask, width),
-                         position_ids=pos.to(self.device), cache=cache, use_cache=True)
+                         position_ids=pos.to(self.device), cache=cache, use_cache=True,
+                         logits_to_keep=1)   # the vocabulary projection only where it is read
         cache = out.past_key_values
         new_tokens = sum(len(r) - n for r, (_, n) in zip(rows, hits))
         self.stats.prompt_tokens += new_tokens
@@ -259,7 +260,7 @@ class TransformersBackend(LMBackend):
             mask2 = torch.cat([mask, mask.new_ones(len(groups), 2)], dim=1)
             pos2 = mask.sum(-1)[:, None] + torch.arange(2, device=self.device)[None, :]
             second = self.model(input_ids=step, attention_mask=self._attention(mask2, 2), position_ids=pos2, cache=cache,
-                                use_cache=True).logits[:, -1].float().log_softmax(-1)[:, digit_ids]
+                                use_cache=True, logits_to_keep=1).logits[:, -1].float().log_softmax(-1)[:, digit_ids]
             self.stats.prompt_tokens += 2 * len(groups)
             for g, a, b in zip(groups, first.tolist(), second.tolist()):
                 for i in g:
