@@ -3,14 +3,27 @@ step scorer to the injected errors: does the reward drop where the trace went wr
 
 Each mode is deterministic given its seed and says which steps of the new trace carry the error
 (``changed``) and which step of the original each is compared with (``reference``).
+
+``python -m eval.inject RUN_DIR --reward-agent NAME --out OUT.json [--first N] [--seed S]`` measures a
+reward agent: every mode injected into each correct trace of a run with at least two steps, the share
+of injected errors it rates lower than the original step, per mode and over all.
 """
 from __future__ import annotations
 
+import argparse
+import json
 import random
 import re
-from collections import defaultdict
+import time
+from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from eval.benchmarks import load_eval_benchmark
+from eval.report.runs import load_run
+from pra.reward_agent import ScoreRequest
+from pra.types import Question
 
 MODES = ("swap", "drop", "flip_number", "wrong_fact", "wrong_first", "wrong_last", "shuffle")
 NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
@@ -132,11 +145,89 @@ def detected(original: Sequence[str], injection: Injection, scorer: Scorer) -> b
     return new < old
 
 
+def tally(hits: Iterable[tuple[str, bool]]) -> dict[str, tuple[float, int]]:
+    """(share detected, n) per mode and over ``all``, from (mode, detected) pairs."""
+    by_mode: dict[str, list[bool]] = defaultdict(list)
+    for mode, hit in hits:
+        by_mode[mode].append(hit)
+        by_mode["all"].append(hit)
+    return {mode: (sum(h) / len(h), len(h)) for mode, h in by_mode.items()}
+
+
 def sensitivity(cases: Iterable[tuple[Sequence[str], Injection]], scorer: Scorer) -> dict[str, float]:
     """Share of injected errors the scorer rates lower than the original, per mode and over ``all``."""
-    hits: dict[str, list[bool]] = defaultdict(list)
-    for original, injection in cases:
-        hit = detected(original, injection, scorer)
-        hits[injection.mode].append(hit)
-        hits["all"].append(hit)
-    return {mode: sum(h) / len(h) for mode, h in hits.items()}
+    counts = tally((injection.mode, detected(original, injection, scorer)) for original, injection in cases)
+    return {mode: share for mode, (share, _) in counts.items()}
+
+
+# -- the command -----------------------------------------------------------------------------------
+
+def prefix_rewards(agent, jobs: Sequence[tuple[Question, Sequence[str], int]]) -> dict[tuple[str, tuple[str, ...]], float]:
+    """For each (question, steps, depth): the agent's reward for the last step of every prefix of at
+    most ``depth`` steps, keyed by (question id, prefix). Read as during decoding, earlier steps shown
+    with the rewards they got, but without documents; one batched call per depth."""
+    rewards: dict[tuple[str, tuple[str, ...]], float] = {}
+    for depth in range(1, max((d for *_, d in jobs), default=0) + 1):
+        todo: dict[tuple[str, tuple[str, ...]], ScoreRequest] = {}
+        for q, steps, d in jobs:
+            key = (q.id, tuple(steps[:depth]))
+            if depth <= d and key not in rewards:
+                earlier = tuple(rewards[(q.id, key[1][:i])] for i in range(1, depth))
+                todo[key] = ScoreRequest(q, key[1][:-1], earlier, key[1][-1])
+        for key, readout in zip(todo, agent.score(list(todo.values()))):
+            rewards[key] = readout.reward
+    return rewards
+
+
+def run_injection(run: Path, agent, first: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """Inject every mode into the first ``first`` correct traces of ``run`` with at least two steps
+    (trace i gets seed ``seed + i``) and score original and injected steps with ``agent``."""
+    saved = load_run(run)
+    texts = lambda r: tuple(s["text"] for s in r.get("steps", []) if s["text"].strip())   # empty steps only end a trace
+    traces = [r for r in saved.records if r["correct"] and len(texts(r)) >= 2][:first]
+    if not traces:
+        raise ValueError(f"{run / 'records.jsonl'}: no correct trace with at least two steps")
+    questions = {q.id: q for q in load_eval_benchmark(saved.benchmark).questions}
+    started = time.perf_counter()
+    cases, skipped = [], Counter()
+    for i, r in enumerate(traces):
+        q, steps = questions[r["id"]], texts(r)
+        for mode in MODES:
+            try:
+                cases.append((q, steps, inject(steps, mode, seed + i, q.options, q.answer)))
+            except InjectionError:
+                skipped[mode] += 1
+    jobs = [job for q, steps, inj in cases
+            for job in ((q, steps, max(inj.reference) + 1), (q, inj.steps, max(inj.changed) + 1))]
+    rewards = prefix_rewards(agent, jobs)
+    hits = [(inj.mode, detected(steps, inj, lambda p: rewards[(q.id, tuple(p))])) for q, steps, inj in cases]
+    counts = tally(hits)
+    share = lambda m: {"share": counts[m][0], "n": counts[m][1]} if m in counts else {"share": None, "n": 0}
+    return {"run": str(run), "seed": seed, "traces": len(traces),
+            "modes": {m: {**share(m), "skipped": skipped[m]} for m in MODES}, "all": share("all"),
+            "seconds_per_trace": round((time.perf_counter() - started) / len(traces), 3),
+            "cases": [{"id": q.id, "mode": inj.mode, "detected": hit} for (q, _, inj), (_, hit) in zip(cases, hits)]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    from pra.reward_agent import load_reward_agent
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", type=Path, help="a pra eval output folder (config.json, records.jsonl)")
+    ap.add_argument("--reward-agent", default="pra-smollm2-cpu", help="shipped agent, adapter folder or backbone")
+    ap.add_argument("--out", type=Path, required=True, help="JSON file for the result")
+    ap.add_argument("--first", type=int, help="only the first N qualifying traces")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    result = {"reward_agent": a.reward_agent,
+              **run_injection(a.run, load_reward_agent(a.reward_agent), a.first, a.seed)}
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(result, indent=2) + "\n")
+    for mode, m in [*result["modes"].items(), ("all", result["all"])]:
+        share = "—" if m["share"] is None else f"{m['share']:.3f}"
+        print(f"{mode:12s} {share} (n={m['n']}" + (f", skipped {m['skipped']})" if m.get("skipped") else ")"))
+    print(f"written to {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -94,3 +94,71 @@ def test_sensitivity_counts_errors_rated_lower_with_a_fake_scorer():
     result = sensitivity(cases, scorer)
     assert result == {"wrong_last": 1.0, "flip_number": 0.0, "wrong_fact": 1.0, "all": 0.8}
     assert detected(STEPS, cases[-1][1], scorer) and not detected(STEPS, cases[3][1], scorer)
+
+
+class WrongAnswerAgent:
+    """Rates a step 0.2 if it argues for a wrong option (the leading or trailing step injected), else
+    0.8; keeps every request."""
+
+    def __init__(self):
+        self.requests = []
+
+    def score(self, requests):
+        from pra.reward_agent import Readout
+
+        self.requests += requests
+        wrong = lambda r: r.step.startswith("The key finding") or (
+            "answer is (" in r.step and f"({r.question.answer})" not in r.step)
+        return [Readout(0.2 if wrong(r) else 0.8, 0.0) for r in requests]
+
+
+def saved_run(root):
+    """medqa-0 (correct, 3 steps, a number, option A's text), medqa-1 (wrong), medqa-2 (correct, one step)."""
+    from tests.test_report import make_run
+
+    steps = [["A 22-year-old has joint pain and silvery plaques on extensor surfaces.",
+              "Psoriatic arthritis fits these findings.", "Therefore, the answer is (A)."],
+             ["Diastolic filling time falls.", "The answer is (B)."], ["The answer is (D)."]]
+    return make_run(root, "run", "pra", [True, False, True], benchmark="medqa", ids=["medqa-0", "medqa-1", "medqa-2"],
+                    extra=[{"steps": [{"text": t} for t in ts] + [{"text": ""}]} for ts in steps])
+
+
+def test_injection_command_on_a_saved_run(tmp_path, monkeypatch):
+    import json
+
+    import pra.reward_agent
+    from eval.inject import main, run_injection
+
+    run = saved_run(tmp_path)
+    agent = WrongAnswerAgent()
+    result = run_injection(run, agent, seed=0)
+    assert result["traces"] == 1                             # medqa-1 is wrong, medqa-2 has one step
+    # The agent only sees wrong answers: wrong_first and wrong_last are caught, reordering is not.
+    assert {m: (v["share"], v["n"]) for m, v in result["modes"].items()} == {
+        "swap": (0.0, 1), "drop": (0.0, 1), "flip_number": (0.0, 1), "wrong_fact": (0.0, 1),
+        "wrong_first": (1.0, 1), "wrong_last": (1.0, 1), "shuffle": (0.0, 1)}
+    assert result["all"] == {"share": 2 / 7, "n": 7}
+    # Steps are scored as in decoding: the earlier steps come with the rewards they got.
+    given = {(r.steps, r.step): r.rewards for r in agent.requests}
+    rated = lambda step: 0.2 if step.startswith("The key finding") else 0.8
+    assert any(len(steps) == 2 for steps, _ in given)
+    assert all(rewards == tuple(rated(s) for s in steps) for (steps, _), rewards in given.items())
+    monkeypatch.setattr(pra.reward_agent, "load_reward_agent", lambda name: WrongAnswerAgent())
+    main([str(run), "--reward-agent", "fake", "--out", str(tmp_path / "inj.json"), "--first", "1"])
+    saved = json.loads((tmp_path / "inj.json").read_text())
+    assert saved["reward_agent"] == "fake" and saved["modes"]["wrong_last"]["n"] == 1 and len(saved["cases"]) == 7
+
+
+def test_injection_command_skips_modes_a_trace_cannot_take(tmp_path):
+    from eval.inject import run_injection
+    from tests.test_report import make_run
+
+    run = make_run(tmp_path, "run", "cot", [True], benchmark="medqa", ids=["medqa-0"],
+                   extra=[{"steps": [{"text": "Plaques suggest psoriasis."}, {"text": "The answer is (A)."}]}])
+    result = run_injection(run, WrongAnswerAgent())
+    assert result["modes"]["flip_number"] == {"share": None, "n": 0, "skipped": 1}      # no number to flip
+    assert result["modes"]["wrong_fact"]["skipped"] == 1 and result["all"]["n"] == 5
+    empty = make_run(tmp_path, "empty", "cot", [False], benchmark="medqa", ids=["medqa-0"],
+                     extra=[{"steps": [{"text": "x"}, {"text": "y"}]}])
+    with pytest.raises(ValueError, match="empty/records.jsonl: no correct trace with at least two steps"):
+        run_injection(empty, WrongAnswerAgent())
