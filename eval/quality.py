@@ -185,11 +185,12 @@ def _judged(r: dict[str, Any], q: Question, passages: dict[str, tuple[str, str]]
                        tuple(tuple(passages[d] for d in s.get("doc_ids") or ()) for s in steps))
 
 
-def _check_resume(out: Path, run: Path, judge: str) -> None:
+def check_resume(out: Path, **expected: str) -> None:
+    """Refuse to append to a file made from other inputs (another run, another judge)."""
     for i, line in enumerate(read_records(out), 1):
-        if (line.get("run"), line.get("judge")) != (str(run), judge):
-            raise ValueError(f"{out}: record {i} is of run {line.get('run')!r} judged by {line.get('judge')!r}, "
-                             f"not {str(run)!r} by {judge!r}; write to a new file")
+        for key, value in expected.items():
+            if line.get(key) != value:
+                raise ValueError(f"{out}: record {i} has {key} {line.get(key)!r}, not {value!r}; write to a new file")
 
 
 def score_run(run: Path, judge: LMBackend, out: Path, first: int | None = None,
@@ -206,7 +207,7 @@ def score_run(run: Path, judge: LMBackend, out: Path, first: int | None = None,
     unknown = [r["id"] for r in records if r["id"] not in questions]
     if unknown:
         raise ValueError(f"{run / 'records.jsonl'}: question {unknown[0]!r} is not in {run_config['benchmark']!r}")
-    _check_resume(out, run, judge.name)
+    check_resume(out, run=str(run), judge=judge.name)
     passages = _evidence(run, run_config, records)
     qj = QualityJudge(judge, config)
     written = 0

@@ -2,9 +2,10 @@
 
 Methods: ``direct`` (answer letter from the logits), ``cot`` (one greedy step-by-step trace), ``sc``
 (k sampled traces, majority vote), ``rag`` / ``rag-sc`` (the same with retrieved passages before the
-question), ``pra`` (reward-agent beam search). All trace methods run on the same engine, except
-PULSE decoding (``pulse-front``, ``pulse-step``: retrieve and regenerate the steps the probe flags) and
-its IRCoT baseline (``ircot``: retrieve after every step), which have their own step loop.
+question), ``qwc`` (CoT after scored training traces, ``search/qwc.py``), ``pra`` (reward-agent beam
+search). All trace methods run on the same engine, except PULSE decoding (``pulse-front``,
+``pulse-step``: retrieve and regenerate the steps the probe flags) and its IRCoT baseline (``ircot``:
+retrieve after every step), which have their own step loop.
 """
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from eval.benchmarks import load_eval_benchmark, parse_shard
+from eval.benchmarks import DATA, load_eval_benchmark, parse_shard
 from pra.prompts import DIRECT_PREFIX, policy_messages
 from pra.records import JsonlWriter, read_records
-from pra.types import Question
+from pra.types import Question, ScoredTrace
 from pra.backends.base import LMBackend
 from search.engine import Engine, SearchConfig, Trace
 
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
     from search.pulse_decoding import PulseTrace
 
 PULSE_METHODS = {"pulse-front": "front", "pulse-step": "step", "ircot": "ircot"}
-METHODS = ("direct", "cot", "sc", "rag", "rag-sc", "pra", *PULSE_METHODS)
+METHODS = ("direct", "cot", "sc", "rag", "rag-sc", "qwc", "pra", *PULSE_METHODS)
+QWC_POOL = DATA / "qwc_pool.jsonl"     # the shipped pool (its source: eval/data/README.md)
 
 
 @dataclass
@@ -53,12 +55,15 @@ class EvalConfig:
     corpus: str = "medcorp-mini"
     retrieval: str = "dense"          # dense | bm25 | hybrid
     rag_docs: int = 3
+    # quality-weighted context (qwc)
+    qwc_pool: str | None = None       # scored training traces (JSONL); None: the shipped QWC_POOL
+    qwc_k: int = 2                    # examples shown: k/2 highest and k/2 lowest quality
 
 
 def engine_config(cfg: EvalConfig) -> SearchConfig:
     """The method fixes what the user's search settings may not contradict."""
     s = cfg.search
-    if cfg.method in ("cot", "rag"):
+    if cfg.method in ("cot", "rag", "qwc"):
         return SearchConfig(**{**asdict(s), "beam_width": 1, "branching": 1, "temperature": 0.0,
                                "aggregate": "best"})
     if cfg.method in ("sc", "rag-sc"):
@@ -78,6 +83,7 @@ def _record(t: Trace, method: str) -> dict[str, Any]:
         "answers": [c.answer for c in t.beam], "scores": [round(c.score, 4) for c in t.beam],
         "samples": [_sample(c) for c in t.beam],
         "context": [title for title, _ in t.context],
+        **({"examples": [e.id for e in t.examples]} if t.examples else {}),
         "stats": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in t.stats.items()},
     }
 
@@ -183,12 +189,29 @@ def _rag_context(cfg: EvalConfig, parts: Parts, questions: list[Question]) -> di
     return {q.id: tuple((h.passage.title, h.passage.text) for h in hs) for q, hs in zip(questions, hits)}
 
 
+def _qwc_examples(cfg: EvalConfig, questions: list[Question]) -> tuple[ScoredTrace, ...]:
+    """qwc: the pool's best and worst traces, the same before every question; an example whose
+    question is under evaluation is refused."""
+    if cfg.method != "qwc":
+        return ()
+    from search.qwc import load_pool, select
+
+    pool = cfg.qwc_pool or QWC_POOL
+    examples = select(load_pool(pool), cfg.qwc_k)
+    ids = {q.id for q in questions}
+    leaked = [e.question.id for e in examples if e.question.id in ids]
+    if leaked:
+        raise ValueError(f"{pool}: holds question {leaked[0]!r}, which is being evaluated")
+    return examples
+
+
 def run_question(q: Question, cfg: EvalConfig) -> Trace:
     """One question typed by a user, through the same parts and engine as ``run_eval``."""
     if cfg.method == "direct" or cfg.method in PULSE_METHODS:
-        raise ValueError("`pra search` runs the search engine; use one of its methods (cot, sc, rag, rag-sc, pra)")
+        raise ValueError("`pra search` runs the search engine; use one of its methods (cot, sc, rag, rag-sc, qwc, pra)")
     parts = Parts().complete(cfg)
-    (trace,) = parts.engine(cfg).run([Trace(q, context=_rag_context(cfg, parts, [q]).get(q.id, ()))])
+    (trace,) = parts.engine(cfg).run([Trace(q, context=_rag_context(cfg, parts, [q]).get(q.id, ()),
+                                            examples=_qwc_examples(cfg, [q]))])
     return trace
 
 
@@ -224,9 +247,9 @@ def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None
                 writer.write(_pulse_record(t, cfg.method))
                 bar.update()
         else:
-            context = _rag_context(cfg, parts, todo)
+            context, examples = _rag_context(cfg, parts, todo), _qwc_examples(cfg, todo)
             engine = parts.engine(cfg)
-            traces = (Trace(q, context=context.get(q.id, ())) for q in todo)
+            traces = (Trace(q, context=context.get(q.id, ()), examples=examples) for q in todo)
             for t in engine.run(traces, max_active=cfg.max_active):
                 writer.write(_record(t, cfg.method))
                 bar.update()

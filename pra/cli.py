@@ -200,7 +200,7 @@ def cmd_merge(args: argparse.Namespace) -> None:
 
 def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", help="YAML file with EvalConfig fields (and a `search:` block)")
-    p.add_argument("--method", help="direct | cot | sc | rag | rag-sc | pra | pulse-front | pulse-step | ircot")
+    p.add_argument("--method", help="direct | cot | sc | rag | rag-sc | qwc | pra | pulse-front | pulse-step | ircot")
     p.add_argument("--policy", help="embedded model name, hub id or local folder")
     p.add_argument("--backend", help="policy backend: transformers | vllm | openai")
     p.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server for --backend openai")
@@ -216,6 +216,8 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus")
     p.add_argument("--retrieval", help="dense | bm25 | hybrid")
     p.add_argument("--rag-docs", dest="rag_docs", type=int)
+    p.add_argument("--qwc-pool", dest="qwc_pool", help="scored training traces for qwc (default: the shipped pool)")
+    p.add_argument("--qwc-k", dest="qwc_k", type=int, help="qwc examples: k/2 highest and k/2 lowest quality")
     p.add_argument("--max-steps", dest="max_steps", type=int)
     p.add_argument("--step-tokens", dest="step_tokens", type=int)
     p.add_argument("--temperature", type=float)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pra.types import Message, Question
+from pra.types import Message, Question, ScoredTrace
 
 STEP_INSTRUCTIONS = (
     "Solve the following multiple-choice question step by step. Start each step with \"Step N:\" "
@@ -36,12 +36,22 @@ def format_documents(docs: Sequence[tuple[str, str]]) -> str:
     return "\n".join(f"Document [{i}] ({title}) {text}" for i, (title, text) in enumerate(docs, 1))
 
 
+def format_scored_traces(examples: Sequence[ScoredTrace]) -> str:
+    """Solved questions with their quality (MedTraj's quality-weighted context): good and poor ones
+    side by side, so the values show what the model should and should not write."""
+    blocks = [f"Example {i} (quality {e.quality:.2f}):\n{format_question(e.question)}\n{steps_prefix(e.steps, None)}"
+              + (f"\nFinal answer: ({e.answer})" if e.answer else "") for i, e in enumerate(examples, 1)]
+    return "Solved examples, each with its quality score from 0 (poor) to 1 (excellent):\n\n" + "\n\n".join(blocks)
+
+
 def policy_messages(q: Question, chat: bool, docs: Sequence[tuple[str, str]] = (),
-                    direct: bool = False) -> list[Message]:
-    """The policy's prompt. Documents, when given (RAG), come before the question."""
+                    direct: bool = False, examples: Sequence[ScoredTrace] = ()) -> list[Message]:
+    """The policy's prompt. Scored examples (qwc) and documents (RAG), when given, come before the question."""
     parts = [DIRECT_INSTRUCTIONS if direct else STEP_INSTRUCTIONS]
     if not chat and not direct:
         parts.append("Example:\n" + EXAMPLE)
+    if examples:
+        parts.append(format_scored_traces(examples))
     if docs:
         parts.append("Relevant documents:\n" + format_documents(docs))
     parts.append(format_question(q) + ("" if chat else "\nAnswer:"))

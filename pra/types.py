@@ -1,4 +1,4 @@
-"""Shared value types: a benchmark question, a chat message, a kept reasoning step."""
+"""Shared value types: a benchmark question, a chat message, a kept reasoning step, a scored trace."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -37,3 +37,13 @@ class Step:
     action: float | None = None      # p(search) from the action readout
     searched: bool = False
     doc_ids: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ScoredTrace:
+    """A solved question with its trajectory quality in [0, 1], shown before a question (``--method qwc``)."""
+    id: str
+    question: Question
+    steps: tuple[str, ...]
+    answer: str | None
+    quality: float

@@ -22,7 +22,7 @@ from typing import Iterable, Iterator, Sequence
 from pra.prompts import FORCE_ANSWER, policy_messages, steps_prefix
 from pra.reward_agent import Readout, ScoreRequest
 from pra.steps import extract_answer
-from pra.types import Question, Step
+from pra.types import Question, ScoredTrace, Step
 from pra.backends.base import LMBackend, SamplingParams
 from search.controllers import Never, Proposal, SearchController
 
@@ -73,6 +73,7 @@ class Trace:
     """One question in the queue: its beam, the candidates of the current step, and its stage."""
     question: Question
     context: tuple[tuple[str, str], ...] = ()     # documents in the policy prompt (RAG)
+    examples: tuple[ScoredTrace, ...] = ()        # scored solved questions in the policy prompt (qwc)
     beam: list[Candidate] = field(default_factory=lambda: [Candidate(steps=[])])
     candidates: list[Candidate] = field(default_factory=list)
     stage: Stage = Stage.REASON
@@ -143,7 +144,7 @@ class Engine:
 
     # -- stages ------------------------------------------------------------------------------------
     def _policy_prompt(self, t: Trace, c: Candidate, next_step: int | None, suffix: str = "") -> str:
-        messages = policy_messages(t.question, self.policy.has_chat_template, t.context)
+        messages = policy_messages(t.question, self.policy.has_chat_template, t.context, examples=t.examples)
         return self.policy.render(messages, steps_prefix(c.texts, next_step) + suffix)
 
     def _reason(self, traces: list[Trace]) -> None:

@@ -107,7 +107,7 @@ def test_command_writes_resumes_and_refuses_another_judge(tmp_path):
     assert sum(a["marginal"]) == pytest.approx(a["composite"], abs=1e-3)
     assert b["composite"] == pytest.approx(0.65 / 3 + 0.15, abs=1e-4)     # answered B, gold D
     assert a["method"].startswith("pra (untrained smollm2-135m-instruct") and a["judge"] == "counter"
-    with pytest.raises(ValueError, match="quality.jsonl: record 1 is of run .* judged by 'counter'"):
+    with pytest.raises(ValueError, match="quality.jsonl: record 1 has judge 'counter', not 'other'"):
         score_run(run, StepCountJudge("other"), out)
 
 
