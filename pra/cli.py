@@ -183,7 +183,7 @@ def cmd_probe_table(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from eval.report.build import ReportConfig, build_report
 
-    path = build_report(ReportConfig(args.runs, args.out, args.labels, args.first))
+    path = build_report(ReportConfig(args.runs, args.out, args.labels, args.first, args.quality, args.injection))
     print(f"report: {path}")
 
 
@@ -347,6 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="folder for report.md and the figures")
     p.add_argument("--labels", type=Path, help="labels.jsonl (or its folder) for the |dm| figures")
     p.add_argument("--first", type=int, help="only each benchmark's first N questions")
+    p.add_argument("--quality", type=Path, nargs="+", default=[], help="quality files (python -m eval.quality)")
+    p.add_argument("--injection", type=Path, help="error-injection result (python -m eval.inject)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("merge", help="join the run folders of a --shard i/n split into one run folder")

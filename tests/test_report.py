@@ -193,3 +193,66 @@ def test_report_end_to_end_with_first_n(tmp_path):
     assert "| p | cot | 0.500 ± 0.354 (n=2) |" in text                  # first 2 questions only
     assert "empty`: no records among the first 2, left out" in text
     assert "no pra runs" in text
+
+
+def quality_line(i: int, composite: float, coherence: float, run: str = "runs/a", method: str = "cot") -> dict:
+    criteria = {"coherence": coherence, "evidence": 0.5, "hallucination": 0.1, "completeness": 0.5,
+                "traceability": 0.5, "answer": float(i % 2)}
+    return {"id": f"q{i}", "run": run, "method": method, "policy": "p", "judge": "j", "composite": composite,
+            "criteria": criteria, "marginal": [composite]}
+
+
+def test_quality_section_means_and_standard_errors(tmp_path):
+    from eval.report.quality import quality_section
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps(quality_line(i, c, h)) + "\n" for i, (c, h) in enumerate([(0.2, 0.3), (0.6, 0.5)])))
+    b.write_text(json.dumps(quality_line(0, 0.9, 0.9, run="runs/b", method="pra (trained x)")) + "\n")
+    text = quality_section([a, b]).render()
+    # run a: composite 0.2, 0.6 -> 0.400 ± 0.200; coherence 0.3, 0.5 -> 0.400 ± 0.100; answer 0, 1 -> 0.500 ± 0.500
+    assert ("| `runs/a` | p | cot | j | 2 | 0.400 ± 0.200 | 0.400 ± 0.100 | 0.500 ± 0.000 | 0.100 ± 0.000 "
+            "| 0.500 ± 0.000 | 0.500 ± 0.000 | 0.500 ± 0.500 |") in text
+    assert "| `runs/b` | p | pra (trained x) | j | 1 | 0.900 ± 0.000 |" in text and "Missing" not in text
+    assert "python -m eval.quality" in quality_section([]).render()
+    bad = tmp_path / "bad.jsonl"
+    line = quality_line(0, 0.5, 0.5)
+    del line["criteria"]["traceability"]
+    bad.write_text(json.dumps(line) + "\n")
+    with pytest.raises(ValueError, match="bad.jsonl: record 1: field 'criteria' lacks 'traceability'"):
+        quality_section([bad])
+
+
+def injection_result(path: Path) -> Path:
+    modes = {m: {"share": 0.5, "n": 4, "skipped": 0} for m in ("swap", "drop", "flip_number", "wrong_fact",
+                                                                 "wrong_first", "wrong_last", "shuffle")}
+    modes["flip_number"] = {"share": None, "n": 0, "skipped": 4}
+    modes["wrong_last"] = {"share": 1.0, "n": 4, "skipped": 0}
+    path.write_text(json.dumps({"reward_agent": "pra-smollm2-cpu", "run": "runs/x", "seed": 0, "traces": 4,
+                                "modes": modes, "all": {"share": 16 / 28, "n": 28}}))
+    return path
+
+
+def test_injection_section_per_mode(tmp_path):
+    from eval.report.quality import injection_section
+
+    text = injection_section(injection_result(tmp_path / "inj.json")).render()
+    assert "Reward agent `pra-smollm2-cpu` on 4 correct traces of `runs/x`" in text
+    assert "| swap | 0.500 ± 0.250 | 4 | 0 |" in text and "| wrong_last | 1.000 ± 0.000 | 4 | 0 |" in text
+    assert "| flip_number | — | 0 | 4 |" in text and "| **all** | 0.571 ± 0.094 | 28 |  |" in text
+    assert "python -m eval.inject" in injection_section(None).render()
+    (tmp_path / "bad.json").write_text(json.dumps({"reward_agent": "a", "run": "r", "traces": 1, "modes": {}}))
+    with pytest.raises(ValueError, match="bad.json: field 'all' missing"):
+        injection_section(tmp_path / "bad.json")
+
+
+def test_report_cli_with_quality_and_injection(tmp_path):
+    from pra.cli import main
+
+    make_run(tmp_path / "runs", "cot", "cot", [True, False])
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps(quality_line(0, 0.7, 0.6)) + "\n")
+    main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "report"), "--quality", str(q),
+          "--injection", str(injection_result(tmp_path / "inj.json"))])
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "## Trajectory quality per method (MedTraj)" in text and "| `runs/a` | p | cot | j | 1 | 0.700 ± 0.000 |" in text
+    assert "## Error-injection sensitivity of the reward agent" in text and "| wrong_last | 1.000 ± 0.000 | 4 | 0 |" in text

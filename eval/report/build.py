@@ -1,12 +1,14 @@
-"""Assemble report.md (and its PNGs) from saved run folders and, optionally, a labelled data file."""
+"""Assemble report.md (and its PNGs) from saved run folders and, optionally, a labelled data file,
+trajectory-quality files and an error-injection result."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval.report.figures import samples_figure, tradeoff_figure
 from eval.report.margins import margin_figures
 from eval.report.markdown import table
+from eval.report.quality import injection_section, quality_section
 from eval.report.runs import load_runs
 from eval.report.tables import agent_by_search, backbone_swap, methods_by_benchmark, reward_level
 
@@ -17,13 +19,16 @@ class ReportConfig:
     out: Path
     labels: Path | None = None
     first: int | None = None        # keep each benchmark's first N questions in every run
+    quality: list[Path] = field(default_factory=list)    # eval.quality JSONL files
+    injection: Path | None = None                        # eval.inject result (JSON)
 
 
 def build_report(cfg: ReportConfig) -> Path:
     cfg.out.mkdir(parents=True, exist_ok=True)
     runs, notes = load_runs(cfg.runs, cfg.first)
     sections = [methods_by_benchmark(runs), backbone_swap(runs), agent_by_search(runs), reward_level(runs),
-                samples_figure(runs, cfg.out), tradeoff_figure(runs, cfg.out), *margin_figures(cfg.labels, cfg.out)]
+                samples_figure(runs, cfg.out), tradeoff_figure(runs, cfg.out), *margin_figures(cfg.labels, cfg.out),
+                quality_section(cfg.quality), injection_section(cfg.injection)]
     head = ["# pra report",
             f"Regenerated from saved records only ({len(runs)} runs"
             + (f", each cut to its benchmark's first {cfg.first} questions" if cfg.first else "") + ").",

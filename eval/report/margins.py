@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from eval.report.figures import plt, save_plot
-from eval.report.markdown import Section, table
+from eval.report.markdown import Section, mean_se, table
 from pra.records import read_records
 
 POSITION_BINS = 4
@@ -61,15 +61,6 @@ class Bin:
     incorrect: tuple[float, ...]
 
 
-def _mean_se(xs: Sequence[float]) -> tuple[float, float] | None:
-    if not xs:
-        return None
-    n = len(xs)
-    mean = sum(xs) / n
-    var = sum((x - mean) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
-    return mean, math.sqrt(var / n)
-
-
 def _split(items: Iterable[tuple[str, LabelledStep]], names: Sequence[str],
            answers: dict[tuple[str, int], str | None]) -> list[Bin]:
     good, bad = defaultdict(list), defaultdict(list)
@@ -111,7 +102,7 @@ def _figure(bins: list[Bin], xlabel: str, title: str, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(5, 3.5))
     xs = range(len(bins))
     for attr, label, shift in (("correct", "correct traces", -0.05), ("incorrect", "incorrect traces", 0.05)):
-        stats = [_mean_se(getattr(b, attr)) for b in bins]
+        stats = [mean_se(getattr(b, attr)) for b in bins]
         pts = [(x + shift, st) for x, st in zip(xs, stats) if st]
         ax.errorbar([p[0] for p in pts], [p[1][0] for p in pts], yerr=[p[1][1] for p in pts],
                     marker="o", capsize=3, label=label)
@@ -121,7 +112,7 @@ def _figure(bins: list[Bin], xlabel: str, title: str, path: Path) -> None:
 
 def _rows(bins: list[Bin]) -> list[list[str]]:
     fmt = lambda st, xs: f"{st[0]:.3f} ± {st[1]:.3f} (n={len(xs)})" if st else "—"
-    return [[b.name, fmt(_mean_se(b.correct), b.correct), fmt(_mean_se(b.incorrect), b.incorrect)] for b in bins]
+    return [[b.name, fmt(mean_se(b.correct), b.correct), fmt(mean_se(b.incorrect), b.incorrect)] for b in bins]
 
 
 def margin_figures(labels: Path | None, out: Path) -> list[Section]:

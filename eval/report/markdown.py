@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import math
 from typing import Any, Sequence
 
 
@@ -27,6 +28,16 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def accuracy(acc: float, stderr: float, n: int | None = None) -> str:
     return f"{acc:.3f} ± {stderr:.3f}" + (f" (n={n})" if n is not None else "")
+
+
+def mean_se(xs: Sequence[float]) -> tuple[float, float] | None:
+    """Mean and its standard error (sample standard deviation / sqrt n); None for no values."""
+    if not xs:
+        return None
+    n = len(xs)
+    mean = sum(xs) / n
+    var = sum((x - mean) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
+    return mean, math.sqrt(var / n)
 
 
 def eval_command(benchmark: str, policy: str, method: str, extra: str = "", name: str | None = None) -> str:

@@ -1,0 +1,81 @@
+"""Trajectory quality per method (files of ``python -m eval.quality``) and the reward agent's
+error-injection sensitivity (the JSON of ``python -m eval.inject``)."""
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from eval.quality import CRITERIA
+from eval.report.markdown import Section, mean_se, table
+from pra.records import read_records
+
+LINE_FIELDS = ("run", "method", "judge", "composite", "criteria")
+SCORES = (*CRITERIA, "answer")
+
+
+def _cell(xs: list[float]) -> str:
+    mean, se = mean_se(xs)
+    return f"{mean:.3f} ± {se:.3f}"
+
+
+def quality_section(files: list[Path]) -> Section:
+    """Per run (and judge): mean composite and each criterion, ± standard error over its records."""
+    sec = Section("Trajectory quality per method (MedTraj)")
+    if not files:
+        sec.missing.append("quality files: `python -m eval.quality RUN_DIR --judge smollm2-135m-instruct --out "
+                           "runs/quality/NAME.jsonl`, then `pra report ... --quality runs/quality/*.jsonl`")
+        return sec
+    groups: dict[tuple[str, str, str, str], list[dict]] = defaultdict(list)
+    for path in files:
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no quality file")
+        for i, line in enumerate(read_records(path), 1):
+            for key in LINE_FIELDS:
+                if key not in line:
+                    raise ValueError(f"{path}: record {i}: field {key!r} missing")
+            lacking = [k for k in SCORES if k not in line["criteria"]]
+            if lacking:
+                raise ValueError(f"{path}: record {i}: field 'criteria' lacks {lacking[0]!r}")
+            groups[(line["run"], line.get("policy") or "", line["method"], line["judge"])].append(line)
+    rows = [[f"`{run}`", policy, method, judge, len(lines), _cell([l["composite"] for l in lines]),
+             *(_cell([l["criteria"][k] for l in lines]) for k in SCORES)]
+            for (run, policy, method, judge), lines in sorted(groups.items())]
+    sec.body.append(table(["run", "policy", "method", "judge", "n", "composite", *SCORES], rows))
+    sec.body.append("Mean ± standard error over the run's judged records. Each criterion is the judge's expected "
+                    "0-9 digit / 9; hallucination is the ratio of made-up claims (lower is better; the composite "
+                    "takes 1 - ratio); answer is the share of predictions matching gold. Composite weights: "
+                    "`eval.quality.Weights`.")
+    return sec
+
+
+def injection_section(path: Path | None) -> Section:
+    """Per injection mode: the share of injected errors the reward agent scored below the original."""
+    sec = Section("Error-injection sensitivity of the reward agent")
+    if path is None:
+        sec.missing.append("an injection result: `python -m eval.inject RUN_DIR --reward-agent pra-smollm2-cpu "
+                           "--out runs/quality/inject.json`, then `pra report ... --injection runs/quality/inject.json`")
+        return sec
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: cannot read ({err})") from None
+    for key in ("reward_agent", "run", "traces", "modes", "all"):
+        if key not in result:
+            raise ValueError(f"{path}: field {key!r} missing")
+    rows = []
+    for mode, m in [*result["modes"].items(), ("all", result["all"])]:
+        for key in ("share", "n"):
+            if key not in m:
+                raise ValueError(f"{path}: field {key!r} missing for mode {mode!r}")
+        share, n = m["share"], m["n"]
+        cell = "—" if share is None or not n else f"{share:.3f} ± {math.sqrt(share * (1 - share) / n):.3f}"
+        rows.append([f"**{mode}**" if mode == "all" else mode, cell, n, m.get("skipped", "")])
+    sec.body.append(f"Reward agent `{result['reward_agent']}` on {result['traces']} correct traces of "
+                    f"`{result['run']}` (at least two steps each; seed {result.get('seed', '—')}). An injected error "
+                    "counts as caught when the agent's reward for the weakest injected step is below its reward for "
+                    "the weakest original step it replaces (steps read in order, earlier ones shown with their "
+                    "rewards, no documents).")
+    sec.body.append(table(["mode", "share scored lower", "n", "skipped (mode not applicable)"], rows))
+    return sec
