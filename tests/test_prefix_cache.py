@@ -25,7 +25,7 @@ def test_lookup_finds_whole_blocks_then_matches_on_and_never_takes_the_last_toke
     assert cache.lookup([1] + a)[0] is None                     # shifted: nothing shared
 
 
-def test_children_store_only_their_own_tokens_and_gather_through_the_parent():
+def test_children_store_only_their_own_tokens_and_are_read_through_the_parent():
     cache = PrefixCache()
     head = list(range(48))
     parent = cache.store(head, None, 0, kv_for(head))
@@ -36,7 +36,10 @@ def test_children_store_only_their_own_tokens_and_gather_through_the_parent():
     assert cache.tokens == 48 + 30
     found, n = cache.lookup(child_ids + [1])
     assert found is child and n == 78 == 4 * BLOCK + 14
-    keys, values = PrefixCache.gather(found, n)[1]
+    pieces = PrefixCache.pieces(found, n)
+    assert [offset for offset, _ in pieces] == [0, 48]
+    keys = torch.cat([states[1][0] for _, states in pieces], dim=1)
+    values = torch.cat([states[1][1] for _, states in pieces], dim=1)
     assert keys[0, :, 0].tolist() == child_ids and values[0, :, 0].tolist() == [-x for x in child_ids]
 
 

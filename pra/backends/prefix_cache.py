@@ -67,20 +67,16 @@ class PrefixCache:
         return best, n
 
     @staticmethod
-    def gather(entry: Entry, n: int) -> list[LayerKV]:
-        """The states of the first ``n`` tokens of ``entry``'s prompt, per layer, assembled from its
-        ancestors."""
-        pieces: list[list[LayerKV]] = []
+    def pieces(entry: Entry, n: int) -> list[tuple[int, list[LayerKV]]]:
+        """The states of the first ``n`` tokens of ``entry``'s prompt as (offset, per-layer states) pieces
+        from its ancestors, first to last: the caller writes each into place, nothing is joined."""
+        out: list[tuple[int, list[LayerKV]]] = []
         while n > 0:
             if n > entry.start:
-                pieces.append([(k[:, :n - entry.start], v[:, :n - entry.start]) for k, v in entry.kv])
+                out.append((entry.start, [(k[:, :n - entry.start], v[:, :n - entry.start]) for k, v in entry.kv]))
                 n = entry.start
             entry = entry.parent
-        pieces.reverse()
-        if len(pieces) == 1:
-            return pieces[0]
-        return [(torch.cat([p[layer][0] for p in pieces], dim=1), torch.cat([p[layer][1] for p in pieces], dim=1))
-                for layer in range(len(pieces[0]))]
+        return out[::-1]
 
     def store(self, ids: list[int], parent: Entry | None, start: int, kv: list[LayerKV]) -> Entry:
         """Keep the states of ``ids[start:]`` (``kv``, copied out of the batch) as a child of ``parent``."""
