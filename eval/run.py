@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from tqdm import tqdm
 
 from eval.benchmarks import DATA, load_eval_benchmark, parse_shard
@@ -58,6 +59,41 @@ class EvalConfig:
     # quality-weighted context (qwc)
     qwc_pool: str | None = None       # scored training traces (JSONL); None: the shipped QWC_POOL
     qwc_k: int = 2                    # examples shown: k/2 highest and k/2 lowest quality
+
+
+RECIPES = Path(__file__).parent.parent / "search" / "recipes"
+
+
+def recipe_path(recipe: str) -> Path:
+    """A YAML file, or the name of one shipped in search/recipes."""
+    for path in (Path(recipe), RECIPES / f"{recipe}.yaml"):
+        if path.is_file():
+            return path
+    known = ", ".join(sorted(p.stem for p in RECIPES.glob("*.yaml")))
+    raise FileNotFoundError(f"no recipe file {recipe!r} and none of that name in {RECIPES} (known: {known})")
+
+
+def eval_config(data: dict[str, Any], where: str = "eval config") -> EvalConfig:
+    """An EvalConfig from a recipe (``recipe``: name or file), then EvalConfig fields and ``search``
+    overrides on top; an unknown field is an error naming the file or ``where``."""
+    data = dict(data)
+    base: dict[str, Any] = {}
+    if recipe := data.pop("recipe", None):
+        path = recipe_path(recipe)
+        base = yaml.safe_load(path.read_text()) or {}
+        _check_fields(base, str(path))
+    _check_fields(data, where)
+    search = {**base.pop("search", {}), **(data.pop("search", None) or {})}
+    unknown = set(search) - {f.name for f in fields(SearchConfig)}
+    if unknown:
+        raise ValueError(f"{where}: unknown search field(s) {', '.join(sorted(unknown))}")
+    return EvalConfig(**{**base, **data}, search=SearchConfig(**search))
+
+
+def _check_fields(data: dict[str, Any], where: str) -> None:
+    unknown = set(data) - {f.name for f in fields(EvalConfig)}
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
 
 
 def engine_config(cfg: EvalConfig) -> SearchConfig:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict, fields, replace
+from dataclasses import fields
 from pathlib import Path
 
-import yaml
 
 
 def _table(title: str, row: dict, columns: dict[str, str]) -> None:
@@ -30,40 +29,30 @@ def cmd_models(args: argparse.Namespace) -> None:
         print(f"{m.name:24s} {m.kind:10s} {path}")
 
 
-def _recipe_path(recipe: str) -> Path:
-    """A YAML file, or the name of one shipped in search/recipes."""
-    import search
-
-    for path in (Path(recipe), Path(search.__file__).parent / "recipes" / f"{recipe}.yaml"):
-        if path.is_file():
-            return path
-    raise FileNotFoundError(f"no recipe file {recipe!r} (and no search/recipes/{recipe}.yaml)")
-
-
 def _eval_config(args: argparse.Namespace):
-    from eval.run import EvalConfig
+    from eval.run import EvalConfig, eval_config
     from search.engine import SearchConfig
 
-    data: dict = {}
+    data = {f.name: getattr(args, f.name) for f in fields(EvalConfig)
+            if getattr(args, f.name, None) is not None and f.name != "search"}
+    data["search"] = {f.name: getattr(args, f.name) for f in fields(SearchConfig)
+                      if getattr(args, f.name, None) is not None}
     recipe = args.recipe or getattr(args, "recipe_default", None)
-    if recipe:
-        recipe = _recipe_path(recipe)
-        data = yaml.safe_load(recipe.read_text()) or {}
-        unknown = set(data) - {f.name for f in fields(EvalConfig)}
-        if unknown:
-            raise ValueError(f"{recipe}: unknown field(s) {', '.join(sorted(unknown))}")
-    search = SearchConfig(**data.pop("search", {}))
-    cfg = EvalConfig(**data, search=search)
-    overrides = {f.name: getattr(args, f.name) for f in fields(EvalConfig)
-                 if getattr(args, f.name, None) is not None and f.name != "search"}
-    search_overrides = {f.name: getattr(args, f.name) for f in fields(SearchConfig)
-                        if getattr(args, f.name, None) is not None}
-    return replace(cfg, **overrides, search=replace(search, **search_overrides))
+    return eval_config({"recipe": recipe, **data} if recipe else data, "command line")
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
     from eval.run import run_eval
 
+    if args.suite:
+        from eval.suite import run_suite
+        given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
+                 if v is not None and k not in ("suite", "shard", "func", "command", "recipe_default")]
+        if given:
+            raise SystemExit(f"pra eval --suite: runs take their settings from the suite file; drop {' '.join(given)}")
+        for s in run_suite(args.suite, args.shard):
+            print(f"{s['method']:>11} {s['benchmark']:<13} {s['policy']:<22} accuracy {s['accuracy']:.3f} (n {s['n']})")
+        return
     cfg = _eval_config(args)
     summary = run_eval(cfg)
     _table(f"{cfg.method} on {cfg.benchmark} ({cfg.policy})", summary,
@@ -240,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", help="i/n: this machine's share of the questions")
     p.add_argument("--skip-bad", dest="skip_bad", action="store_true", default=None)
     p.add_argument("--max-active", dest="max_active", type=int, help="questions in the queue at once")
+    p.add_argument("--suite", help="a grid of runs: a name in eval/suites (e.g. report-cpu) or a YAML file")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("search", help="run one typed question through the decoder, printing each kept step")

@@ -1,0 +1,79 @@
+"""``pra eval --suite NAME|FILE``: a grid of evaluation runs from one YAML file, run in order in one
+process so that each model loads once. Every run resumes where it stopped: rerun the command to finish
+a grid, or give each machine ``--shard i/n`` (every run gets it) and join the shards with ``pra merge``.
+
+    # eval/suites/NAME.yaml
+    defaults: {benchmark: medmcqa-eval, limit: 50}          # for every run: EvalConfig fields, a recipe
+    runs:
+      - {out: runs/x/cot, method: cot}
+      - {out: runs/x/pra-t0.3, recipe: pra-cpu, search_controller: "threshold:0.3", search: {branching: 4}}
+
+A run's fields are its recipe's (``search/recipes``), then the defaults, then its own.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from eval.run import PULSE_METHODS, EvalConfig, Parts, eval_config, run_eval
+
+SUITES = Path(__file__).parent / "suites"
+
+
+def suite_path(name: str) -> Path:
+    for path in (Path(name), SUITES / f"{name}.yaml"):
+        if path.is_file():
+            return path
+    known = ", ".join(sorted(p.stem for p in SUITES.glob("*.yaml")))
+    raise FileNotFoundError(f"no suite file {name!r} and none of that name in {SUITES} (known: {known})")
+
+
+def load_suite(name: str) -> list[EvalConfig]:
+    path = suite_path(name)
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data.get("runs"), list) or not data["runs"]:
+        raise ValueError(f"{path}: needs a non-empty `runs:` list")
+    defaults = data.get("defaults") or {}
+    configs = []
+    for i, run in enumerate(data["runs"], 1):
+        where = f"{path}, run {i}"
+        if not isinstance(run, dict) or "out" not in run:
+            raise ValueError(f"{where}: each run is a mapping with at least `out:`")
+        merged = {**defaults, **run, "search": {**defaults.get("search", {}), **run.get("search", {})}}
+        configs.append(eval_config(merged, where))
+    outs = [c.out for c in configs]
+    if len(set(outs)) != len(outs):
+        raise ValueError(f"{path}: two runs write to the same out folder")
+    return configs
+
+
+class LoadedParts:
+    """Models, agents and retrievers kept across a suite's runs, keyed by what loads them."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple, Any] = {}
+
+    def parts(self, cfg: EvalConfig) -> Parts:
+        keys = {"policy": ("policy", cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size),
+                "reward_agent": ("agent", cfg.reward_agent, cfg.batch_size),
+                "retriever": ("retriever", cfg.corpus, "bm25" if cfg.method in PULSE_METHODS else cfg.retrieval)}
+        parts = Parts(**{name: self.cache.get(key) for name, key in keys.items()}).complete(cfg)
+        for name, key in keys.items():
+            if getattr(parts, name) is not None:
+                self.cache[key] = getattr(parts, name)
+        return parts
+
+
+def run_suite(name: str, shard: str | None = None) -> list[dict[str, Any]]:
+    configs = load_suite(name)       # all checked before the first run starts
+    loaded, summaries = LoadedParts(), []
+    for i, cfg in enumerate(configs, 1):
+        cfg = replace(cfg, shard=shard or cfg.shard)
+        print(f"[{i}/{len(configs)}] {cfg.method} {cfg.benchmark} {cfg.policy} -> {cfg.out}", flush=True)
+        p = loaded.parts(cfg)
+        summaries.append(run_eval(cfg, policy=p.policy, reward_agent=p.reward_agent, retriever=p.retriever,
+                                  controller=p.controller))
+    return summaries

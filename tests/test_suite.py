@@ -1,0 +1,69 @@
+"""``pra eval --suite``: grid files are checked before anything runs, and runs share loaded models."""
+import json
+
+import pytest
+
+from eval.run import eval_config
+from eval.suite import LoadedParts, load_suite, run_suite
+
+
+def write(tmp_path, text):
+    path = tmp_path / "grid.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_runs_take_recipe_then_defaults_then_their_own_fields(tmp_path):
+    configs = load_suite(write(tmp_path, """
+defaults: {benchmark: medqa, limit: 7, search: {max_steps: 2}}
+runs:
+  - {out: a, method: cot}
+  - {out: b, recipe: pra-cpu, search_controller: "threshold:0.3", search: {branching: 4}}
+"""))
+    a, b = configs
+    assert (a.method, a.benchmark, a.limit, a.search.max_steps) == ("cot", "medqa", 7, 2)
+    assert (b.method, b.reward_agent, b.search_controller) == ("pra", "pra-smollm2-cpu", "threshold:0.3")
+    assert (b.search.beam_width, b.search.branching, b.search.max_steps, b.benchmark) == (2, 4, 2, "medqa")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("runs:\n  - {out: a, methd: cot}\n", "run 1: unknown field(s) methd"),
+    ("runs:\n  - {out: a}\n  - {out: b, search: {beam: 2}}\n", "run 2: unknown search field(s) beam"),
+    ("runs:\n  - {method: cot}\n", "run 1: each run is a mapping with at least `out:`"),
+    ("runs:\n  - {out: a}\n  - {out: a, method: sc}\n", "two runs write to the same out folder"),
+    ("defaults: {limit: 3}\n", "needs a non-empty `runs:` list"),
+    ("runs:\n  - {out: a, recipe: no-such-recipe}\n", "no recipe file 'no-such-recipe'"),
+])
+def test_bad_suites_are_refused_naming_file_and_run(tmp_path, text, message):
+    with pytest.raises((ValueError, FileNotFoundError)) as err:
+        load_suite(write(tmp_path, text))
+    assert message in str(err.value) and ("grid.yaml" in str(err.value) or "recipe" in message)
+
+
+def test_command_line_config_is_the_recipe_with_overrides():
+    cfg = eval_config({"recipe": "pra-cpu", "limit": 5, "search": {"beam_width": 1}}, "command line")
+    assert (cfg.method, cfg.limit, cfg.search.beam_width, cfg.search.branching) == ("pra", 5, 1, 2)
+
+
+def test_a_suite_runs_on_smollm2_loading_the_policy_once(tmp_path, monkeypatch):
+    path = write(tmp_path, f"""
+defaults: {{limit: 2, method: direct}}
+runs:
+  - {{out: {tmp_path / 'medmcqa'}, benchmark: medmcqa-eval}}
+  - {{out: {tmp_path / 'medqa'}, benchmark: medqa}}
+""")
+    loads = []
+    original = LoadedParts.parts
+
+    def counting(self, cfg):
+        parts = original(self, cfg)
+        loads.append(id(parts.policy))
+        return parts
+
+    monkeypatch.setattr(LoadedParts, "parts", counting)
+    summaries = run_suite(path)
+    assert [s["benchmark"] for s in summaries] == ["medmcqa-eval", "medqa"] and len(set(loads)) == 1
+    for name in ("medmcqa", "medqa"):
+        records = [json.loads(line) for line in open(tmp_path / name / "records.jsonl")]
+        assert len(records) == 2 and all(r["prediction"] in "ABCD" for r in records)
+    assert run_suite(path)[1]["n"] == 2         # a second call resumes: nothing new to run
