@@ -51,6 +51,8 @@ class EvalConfig:
     base_url: str | None = None       # for the openai backend
     # reward agent (pra)
     reward_agent: str = "pra-smollm2-cpu"         # shipped name (pra/agents), adapter folder, or a backbone (untrained)
+    agent_backend: str = "transformers"           # transformers | vllm | openai (then reward_agent is the served name)
+    agent_base_url: str | None = None             # for agent_backend openai
     search_controller: str = "always"             # always | never | threshold:θ | sample | pulse:PATH[:θ]
     # retrieval (rag, rag-sc, pra)
     corpus: str = "medcorp-mini"
@@ -184,9 +186,11 @@ class Parts:
                     bm25 = load_retriever(cfg.corpus, mode="bm25")    # RSUS's entity entropy is a BM25 signal
                 self.controller = make_controller(cfg.search_controller, cfg.search.seed, policy=self.policy,
                                                   bm25=bm25)
-            if self.reward_agent is None:
+            if self.reward_agent is None and cfg.agent_backend == "transformers":
                 from pra.reward_agent import load_reward_agent
                 self.reward_agent = load_reward_agent(cfg.reward_agent, batch_size=cfg.batch_size)
+            elif self.reward_agent is None:
+                self.reward_agent = _remote_reward_agent(cfg)
         needs_retriever = cfg.method in ("rag", "rag-sc") or (cfg.method == "pra" and cfg.search_controller != "never")
         if needs_retriever and self.retriever is None:
             from corpora.retrieval import load_retriever
@@ -215,6 +219,22 @@ class Parts:
     def engine(self, cfg: EvalConfig) -> Engine:
         return Engine(self.policy, engine_config(cfg), reward_agent=self.reward_agent,
                       retriever=self.retriever, controller=self.controller)
+
+
+def _remote_reward_agent(cfg: EvalConfig):
+    """The reward agent on a server (``openai``: the served name is ``reward_agent``, rendered with its
+    base model's tokenizer) or in vLLM (an untrained backbone: vLLM here does not load adapters)."""
+    from pra.backends import load_policy
+    from pra.models import resolve_reward_agent
+    from pra.reward_agent import RewardAgent
+
+    base, adapter = resolve_reward_agent(cfg.reward_agent)
+    if cfg.agent_backend == "openai":
+        return RewardAgent(load_policy(cfg.reward_agent, backend="openai", base_url=cfg.agent_base_url, tokenizer=base))
+    if adapter:
+        raise ValueError(f"--agent-backend {cfg.agent_backend}: {cfg.reward_agent} is an adapter; serve it with "
+                         "`vllm serve BASE --enable-lora --lora-modules NAME=FOLDER` and use --agent-backend openai")
+    return RewardAgent(load_policy(base, backend=cfg.agent_backend))
 
 
 def _rag_context(cfg: EvalConfig, parts: Parts, questions: list[Question]) -> dict[str, tuple]:

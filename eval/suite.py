@@ -58,7 +58,7 @@ class LoadedParts:
 
     def parts(self, cfg: EvalConfig) -> Parts:
         keys = {"policy": ("policy", cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size),
-                "reward_agent": ("agent", cfg.reward_agent, cfg.batch_size),
+                "reward_agent": ("agent", cfg.reward_agent, cfg.agent_backend, cfg.agent_base_url, cfg.batch_size),
                 "retriever": ("retriever", cfg.corpus, "bm25" if cfg.method in PULSE_METHODS else cfg.retrieval)}
         parts = Parts(**{name: self.cache.get(key) for name, key in keys.items()}).complete(cfg)
         for name, key in keys.items():

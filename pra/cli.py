@@ -193,6 +193,8 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", help="embedded model name, hub id or local folder")
     p.add_argument("--backend", help="policy backend: transformers | vllm | openai")
     p.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server for --backend openai")
+    p.add_argument("--agent-backend", dest="agent_backend", help="reward agent backend: transformers | vllm | openai")
+    p.add_argument("--agent-base-url", dest="agent_base_url", help="OpenAI-compatible server for --agent-backend openai")
     p.add_argument("--reward-agent", dest="reward_agent",
                    help="shipped agent (default pra-smollm2-cpu), adapter folder, or backbone name (untrained)")
     p.add_argument("--search", dest="search_controller",

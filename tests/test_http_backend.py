@@ -118,6 +118,20 @@ def test_slot_logprobs_shared_prefix(backend):
             assert set(slot) == {"0", "1"} and all(math.isfinite(v) and v <= 0 for v in slot.values())
 
 
+def test_pra_eval_with_the_reward_agent_on_the_server(server, smollm2, tmp_path):
+    """Scale-out wiring: the policy runs here, the reward agent is the served model."""
+    from eval.run import EvalConfig, run_eval
+    from search.engine import SearchConfig
+
+    cfg = EvalConfig(method="pra", limit=1, out=str(tmp_path), reward_agent=MODEL, agent_backend="openai",
+                     agent_base_url=server, search_controller="never",
+                     search=SearchConfig(beam_width=1, branching=2, max_steps=1, step_tokens=12))
+    summary = run_eval(cfg, policy=smollm2)
+    (record,) = [json.loads(line) for line in open(tmp_path / "records.jsonl")]
+    assert summary["n"] == 1 and record["stats"]["reward_calls"] >= 1
+    assert all(0 <= s["reward"] <= 1 for s in record["steps"])
+
+
 # --- retries, against a stub that answers from a script ---------------------------------------------
 
 OK = {"choices": [{"index": 0, "text": "Step 1: ok\nStep 2", "finish_reason": "length"}],
