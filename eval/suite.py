@@ -1,6 +1,7 @@
 """``pra eval --suite NAME|FILE``: a grid of evaluation runs from one YAML file, run in order in one
 process so that each model loads once. Every run resumes where it stopped: rerun the command to finish
-a grid, or give each machine ``--shard i/n`` (every run gets it) and join the shards with ``pra merge``.
+a grid. Workers started side by side on one machine share the grid (each takes the next run that
+nobody holds); across machines, give each ``--shard i/n`` (every run gets it) and join with ``pra merge``.
 
     # eval/suites/NAME.yaml
     defaults: {benchmark: medmcqa-eval, limit: 50}          # for every run: EvalConfig fields, a recipe
@@ -12,9 +13,11 @@ A run's fields are its recipe's (``search/recipes``), then the defaults, then it
 """
 from __future__ import annotations
 
+import fcntl
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -67,13 +70,33 @@ class LoadedParts:
         return parts
 
 
+@contextmanager
+def claim(out: Path) -> Iterator[bool]:
+    """Whether this process holds ``out`` for the duration: an advisory lock on ``out/.worker``, which
+    the system drops when its holder exits, however it exits. Several workers on one machine thus share
+    a suite, each taking the next run nobody holds (across machines, give each a ``--shard``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".worker", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
 def run_suite(name: str, shard: str | None = None) -> list[dict[str, Any]]:
+    """Run (or resume) every run of the suite that no other worker holds; their summaries, in order."""
     configs = load_suite(name)       # all checked before the first run starts
     loaded, summaries = LoadedParts(), []
     for i, cfg in enumerate(configs, 1):
         cfg = replace(cfg, shard=shard or cfg.shard)
-        print(f"[{i}/{len(configs)}] {cfg.method} {cfg.benchmark} {cfg.policy} -> {cfg.out}", flush=True)
-        p = loaded.parts(cfg)
-        summaries.append(run_eval(cfg, policy=p.policy, reward_agent=p.reward_agent, retriever=p.retriever,
-                                  controller=p.controller))
+        with claim(Path(cfg.out)) as mine:
+            if not mine:
+                print(f"[{i}/{len(configs)}] {cfg.out}: another worker runs it, next", flush=True)
+                continue
+            print(f"[{i}/{len(configs)}] {cfg.method} {cfg.benchmark} {cfg.policy} -> {cfg.out}", flush=True)
+            p = loaded.parts(cfg)
+            summaries.append(run_eval(cfg, policy=p.policy, reward_agent=p.reward_agent, retriever=p.retriever,
+                                      controller=p.controller))
     return summaries

@@ -1,10 +1,12 @@
 """``pra eval --suite``: grid files are checked before anything runs, and runs share loaded models."""
 import json
+import subprocess
+import sys
 
 import pytest
 
 from eval.run import eval_config
-from eval.suite import LoadedParts, load_suite, run_suite
+from eval.suite import LoadedParts, claim, load_suite, run_suite
 
 
 def write(tmp_path, text):
@@ -67,3 +69,24 @@ runs:
         records = [json.loads(line) for line in open(tmp_path / name / "records.jsonl")]
         assert len(records) == 2 and all(r["prediction"] in "ABCD" for r in records)
     assert run_suite(path)[1]["n"] == 2         # a second call resumes: nothing new to run
+
+
+def test_a_run_held_by_another_worker_is_skipped_and_free_again_when_it_exits(tmp_path):
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import time
+from pathlib import Path
+from eval.suite import claim
+with claim(Path({str(out)!r})) as mine:
+    print(mine, flush=True)
+    time.sleep(30)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "True"
+        with claim(out) as mine:
+            assert not mine
+    finally:
+        holder.kill()
+        holder.wait()
+    with claim(out) as mine:        # killed, not cleaned up: the lock went with the process
+        assert mine
