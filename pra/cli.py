@@ -340,7 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--labels", type=Path, help="labels.jsonl (or its folder) for the |dm| figures")
     p.add_argument("--first", type=int, help="only each benchmark's first N questions")
     p.add_argument("--quality", type=Path, nargs="+", default=[], help="quality files (python -m eval.quality)")
-    p.add_argument("--injection", type=Path, help="error-injection result (python -m eval.inject)")
+    p.add_argument("--injection", type=Path, nargs="+", default=[],
+                   help="error-injection results (python -m eval.inject), one column each")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("merge", help="join the run folders of a --shard i/n split into one run folder")

@@ -235,14 +235,20 @@ def injection_result(path: Path) -> Path:
 def test_injection_section_per_mode(tmp_path):
     from eval.report.quality import injection_section
 
-    text = injection_section(injection_result(tmp_path / "inj.json")).render()
-    assert "Reward agent `pra-smollm2-cpu` on 4 correct traces of `runs/x`" in text
-    assert "| swap | 0.500 ± 0.250 | 4 | 0 |" in text and "| wrong_last | 1.000 ± 0.000 | 4 | 0 |" in text
-    assert "| flip_number | — | 0 | 4 |" in text and "| **all** | 0.571 ± 0.094 | 28 |  |" in text
-    assert "python -m eval.inject" in injection_section(None).render()
+    trained = injection_result(tmp_path / "inj.json")
+    untrained = tmp_path / "inj2.json"
+    result = json.loads(trained.read_text())
+    result["reward_agent"], result["modes"]["swap"] = "smollm2-135m-instruct", {"share": 0.25, "n": 4}
+    untrained.write_text(json.dumps(result))
+    text = injection_section([trained, untrained]).render()
+    assert "`pra-smollm2-cpu` on 4 correct traces of `runs/x`" in text
+    assert "| swap | 0.500 ± 0.250 (n 4) | 0.250 ± 0.217 (n 4) |" in text
+    assert "| wrong_last | 1.000 ± 0.000 (n 4) | 1.000 ± 0.000 (n 4) |" in text
+    assert "| flip_number | — | — |" in text and "| **all** | 0.571 ± 0.094 (n 28) |" in text
+    assert "python -m eval.inject" in injection_section([]).render()
     (tmp_path / "bad.json").write_text(json.dumps({"reward_agent": "a", "run": "r", "traces": 1, "modes": {}}))
     with pytest.raises(ValueError, match="bad.json: field 'all' missing"):
-        injection_section(tmp_path / "bad.json")
+        injection_section([tmp_path / "bad.json"])
 
 
 def test_report_cli_with_quality_and_injection(tmp_path):
@@ -255,4 +261,4 @@ def test_report_cli_with_quality_and_injection(tmp_path):
           "--injection", str(injection_result(tmp_path / "inj.json"))])
     text = (tmp_path / "report" / "report.md").read_text()
     assert "## Trajectory quality per method (MedTraj)" in text and "| `runs/a` | p | cot | j | 1 | 0.700 ± 0.000 |" in text
-    assert "## Error-injection sensitivity of the reward agent" in text and "| wrong_last | 1.000 ± 0.000 | 4 | 0 |" in text
+    assert "## Error-injection sensitivity of the reward agent" in text and "| wrong_last | 1.000 ± 0.000 (n 4) |" in text

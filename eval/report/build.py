@@ -20,7 +20,7 @@ class ReportConfig:
     labels: Path | None = None
     first: int | None = None        # keep each benchmark's first N questions in every run
     quality: list[Path] = field(default_factory=list)    # eval.quality JSONL files
-    injection: Path | None = None                        # eval.inject result (JSON)
+    injection: list[Path] = field(default_factory=list)  # eval.inject results (JSON), one per agent
 
 
 def build_report(cfg: ReportConfig) -> Path:

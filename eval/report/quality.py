@@ -50,13 +50,7 @@ def quality_section(files: list[Path]) -> Section:
     return sec
 
 
-def injection_section(path: Path | None) -> Section:
-    """Per injection mode: the share of injected errors the reward agent scored below the original."""
-    sec = Section("Error-injection sensitivity of the reward agent")
-    if path is None:
-        sec.missing.append("an injection result: `python -m eval.inject RUN_DIR --reward-agent pra-smollm2-cpu "
-                           "--out runs/quality/inject.json`, then `pra report ... --injection runs/quality/inject.json`")
-        return sec
+def _injection_result(path: Path) -> dict:
     try:
         result = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
@@ -64,18 +58,37 @@ def injection_section(path: Path | None) -> Section:
     for key in ("reward_agent", "run", "traces", "modes", "all"):
         if key not in result:
             raise ValueError(f"{path}: field {key!r} missing")
-    rows = []
     for mode, m in [*result["modes"].items(), ("all", result["all"])]:
         for key in ("share", "n"):
             if key not in m:
                 raise ValueError(f"{path}: field {key!r} missing for mode {mode!r}")
-        share, n = m["share"], m["n"]
-        cell = "—" if share is None or not n else f"{share:.3f} ± {math.sqrt(share * (1 - share) / n):.3f}"
-        rows.append([f"**{mode}**" if mode == "all" else mode, cell, n, m.get("skipped", "")])
-    sec.body.append(f"Reward agent `{result['reward_agent']}` on {result['traces']} correct traces of "
-                    f"`{result['run']}` (at least two steps each; seed {result.get('seed', '—')}). An injected error "
-                    "counts as caught when the agent's reward for the weakest injected step is below its reward for "
-                    "the weakest original step it replaces (steps read in order, earlier ones shown with their "
-                    "rewards, no documents).")
-    sec.body.append(table(["mode", "share scored lower", "n", "skipped (mode not applicable)"], rows))
+    return result
+
+
+def _share(m: dict) -> str:
+    share, n = m["share"], m["n"]
+    if share is None or not n:
+        return "—"
+    return f"{share:.3f} ± {math.sqrt(share * (1 - share) / n):.3f} (n {n})"
+
+
+def injection_section(paths: list[Path]) -> Section:
+    """Per injection mode: the share of injected errors each reward agent scored below the original, one
+    column per result (e.g. the trained agent and its untrained backbone on the same traces)."""
+    sec = Section("Error-injection sensitivity of the reward agent")
+    if not paths:
+        sec.missing.append("an injection result: `python -m eval.inject RUN_DIR --reward-agent pra-smollm2-cpu "
+                           "--out runs/quality/inject.json`, then `pra report ... --injection runs/quality/inject.json`")
+        return sec
+    results = [_injection_result(p) for p in paths]
+    modes = list(dict.fromkeys(m for r in results for m in r["modes"]))
+    rows = [[mode, *(_share(r["modes"][mode]) if mode in r["modes"] else "—" for r in results)] for mode in modes]
+    rows.append(["**all**", *(_share(r["all"]) for r in results)])
+    for r in results:
+        sec.body.append(f"`{r['reward_agent']}` on {r['traces']} correct traces of `{r['run']}` (at least two steps "
+                        f"each; seed {r.get('seed', '—')}).")
+    sec.body.append("An injected error counts as caught when the agent's reward for the weakest injected step is "
+                    "below its reward for the weakest original step it replaces (steps read in order, earlier ones "
+                    "shown with their rewards, no documents); n counts the traces a mode applies to.")
+    sec.body.append(table(["mode", *(f"`{r['reward_agent']}`: share scored lower" for r in results)], rows))
     return sec

@@ -27,7 +27,7 @@ case $POLICY in
     OUT=runs/pulse/gemma3-270m; TRAIN=$OUT/labels-train/labels.jsonl; N=${N:-50}; TEACHERS=rollout
     EARLY=3:9; LATE=12:18
     mkdir -p $OUT
-    pra label --recipe cpu --policy $POLICY --teachers rollout --limit ${N_TRAIN:-150} \
+    pra label --recipe cpu --policy $POLICY --teachers rollout --limit ${N_TRAIN:-100} \
       --out $OUT/labels-train > $OUT/label-train.log 2>&1 ;;
   *) echo "POLICY: smollm2-135m-instruct or gemma3-270m" >&2; exit 2 ;;
 esac
