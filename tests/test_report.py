@@ -109,9 +109,12 @@ def test_figure2_vote_curve_over_saved_samples(tmp_path):
     curve = vote_curve(sc)
     # k=1: B, A -> 1/2; k=2: tie B/A -> B (earliest), A -> 1/2; k=3: A, B -> 1/2; k=4: tie -> B, B -> 0
     assert [p.acc for p in curve] == [0.5, 0.5, 0.5, 0.0]
+    make_run(tmp_path, "pra-never", "pra", [True, True], search_controller="never")
+    runs, _ = load_runs([tmp_path])
     sec = samples_figure(runs, tmp_path)
     assert (tmp_path / "fig2-bench-p.png").stat().st_size > 1000
     assert "| bench | p | pra (untrained smollm2-135m-instruct, B=2 b=2, search always) | 4 |" in sec.render()
+    assert "search never" not in sec.render()          # the figure compares always-search PRA with SC
     make_run(tmp_path, "sc-short", "sc", [True], extra=[{"answers": ["A"]}])
     short = load_run(tmp_path / "sc-short")
     with pytest.raises(ValueError, match="all 4 sampled answers"):

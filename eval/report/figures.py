@@ -69,7 +69,7 @@ def vote_curve(run: Run) -> list[Point]:
 
 def samples_figure(runs: list[Run], out: Path) -> Section:
     """Figure 2: accuracy against samples per question: SC voting over k of its samples (a band of ±1
-    standard error) and PRA runs at B x b candidates per step."""
+    standard error) and always-search PRA at B x b candidates per step, a line per reward agent."""
     sec = Section("Figure 2: accuracy vs number of samples (SC vs PRA at matching B x b)")
     groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
     for r in runs:
@@ -78,7 +78,7 @@ def samples_figure(runs: list[Run], out: Path) -> Section:
     rows = []
     for (bench, policy), rs in sorted(groups.items()):
         sc = [r for r in rs if r.method in ("sc", "rag-sc")]
-        pra = [r for r in rs if r.method == "pra"]
+        pra = [r for r in rs if r.method == "pra" and r.controller == "always"]   # the paper's setting
         if not sc:
             sec.missing.append(f"sc for {policy} on {bench}: {eval_command(bench, policy, 'sc', '--samples 16', 'sc-k16')}")
         if not pra:
@@ -95,10 +95,17 @@ def samples_figure(runs: list[Run], out: Path) -> Section:
             ax.plot(xs, ys, marker="o", label=r.label)
             ax.fill_between(xs, [p.acc - p.stderr for p in curve], [p.acc + p.stderr for p in curve], alpha=0.2)
             rows += [[bench, policy, r.label, p.x, accuracy(p.acc, p.stderr, p.n)] for p in curve]
+        by_agent: dict[str, list[Run]] = defaultdict(list)
         for r in pra:
-            s = r.summary
-            ax.errorbar([r.width], [s["accuracy"]], yerr=[s["stderr"]], fmt="s", capsize=3, label=r.label)
-            rows.append([bench, policy, r.label, r.width, accuracy(s["accuracy"], s["stderr"], s["n"])])
+            by_agent[r.reward_agent].append(r)
+        for agent, line in sorted(by_agent.items()):
+            line.sort(key=lambda r: r.width)
+            accs, errs = [r.summary["accuracy"] for r in line], [r.summary["stderr"] for r in line]
+            kind = "trained" if line[0].trained else "untrained"
+            ax.errorbar([r.width for r in line], accs, yerr=errs, fmt="s-", capsize=3,
+                        label=f"pra ({kind} {agent}, search always)")
+            rows += [[bench, policy, r.label, r.width, accuracy(r.summary["accuracy"], r.summary["stderr"],
+                                                                r.summary["n"])] for r in line]
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         _finish(fig, ax, "samples per question (SC: k; PRA: B x b per step)", f"{policy} on {bench}",
                 out / f"fig2-{_slug(bench, policy)}.png", sec)
