@@ -66,13 +66,13 @@ class EvalConfig:
 RECIPES = Path(__file__).parent.parent / "search" / "recipes"
 
 
-def recipe_path(recipe: str) -> Path:
-    """A YAML file, or the name of one shipped in search/recipes."""
-    for path in (Path(recipe), RECIPES / f"{recipe}.yaml"):
+def yaml_file(name: str, folder: Path, kind: str) -> Path:
+    """A YAML file by path, or the name of one shipped in ``folder`` (recipes, suites)."""
+    for path in (Path(name), folder / f"{name}.yaml"):
         if path.is_file():
             return path
-    known = ", ".join(sorted(p.stem for p in RECIPES.glob("*.yaml")))
-    raise FileNotFoundError(f"no recipe file {recipe!r} and none of that name in {RECIPES} (known: {known})")
+    known = ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))
+    raise FileNotFoundError(f"no {kind} file {name!r} and none of that name in {folder} (known: {known})")
 
 
 def eval_config(data: dict[str, Any], where: str = "eval config") -> EvalConfig:
@@ -81,7 +81,7 @@ def eval_config(data: dict[str, Any], where: str = "eval config") -> EvalConfig:
     data = dict(data)
     base: dict[str, Any] = {}
     if recipe := data.pop("recipe", None):
-        path = recipe_path(recipe)
+        path = yaml_file(recipe, RECIPES, "recipe")
         base = yaml.safe_load(path.read_text()) or {}
         _check_fields(base, str(path))
     _check_fields(data, where)

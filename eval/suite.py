@@ -21,21 +21,13 @@ from typing import Any, Iterator
 
 import yaml
 
-from eval.run import PULSE_METHODS, EvalConfig, Parts, eval_config, run_eval
+from eval.run import PULSE_METHODS, EvalConfig, Parts, eval_config, run_eval, yaml_file
 
 SUITES = Path(__file__).parent / "suites"
 
 
-def suite_path(name: str) -> Path:
-    for path in (Path(name), SUITES / f"{name}.yaml"):
-        if path.is_file():
-            return path
-    known = ", ".join(sorted(p.stem for p in SUITES.glob("*.yaml")))
-    raise FileNotFoundError(f"no suite file {name!r} and none of that name in {SUITES} (known: {known})")
-
-
 def load_suite(name: str) -> list[EvalConfig]:
-    path = suite_path(name)
+    path = yaml_file(name, SUITES, "suite")
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data.get("runs"), list) or not data["runs"]:
         raise ValueError(f"{path}: needs a non-empty `runs:` list")
