@@ -30,9 +30,9 @@ class TransformersBackend(LMBackend):
         # share_prefix=False turns reuse off: the naive cost, the same numbers. Sliding-window layers
         # (Gemma 3) keep every state here and get their window from the mask (``_attention``).
         self.share_prefix = share_prefix
-        self.window = getattr(self.model.config.get_text_config(), "sliding_window", None)
-        self.prefix_cache = PrefixCache(cache_tokens)   # valid while the weights stay as they are
         text = self.model.config.get_text_config()
+        self.window = getattr(text, "sliding_window", None)
+        self.prefix_cache = PrefixCache(cache_tokens)   # valid while the weights stay as they are
         self._n_layers, self._kv_heads = text.num_hidden_layers, text.num_key_value_heads
         self._head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
         # Tokens that end a sequence: the model's end-of-turn ids, its tokenizer's EOS, and padding.
