@@ -22,8 +22,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from eval.benchmarks import load_eval_benchmark
 from eval.report.runs import load_run
-from pra.reward_agent import ScoreRequest
-from pra.types import Question
+from eval.rescore import prefix_rewards
 
 MODES = ("swap", "drop", "flip_number", "wrong_fact", "wrong_first", "wrong_last", "shuffle")
 NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
@@ -161,23 +160,6 @@ def sensitivity(cases: Iterable[tuple[Sequence[str], Injection]], scorer: Scorer
 
 
 # -- the command -----------------------------------------------------------------------------------
-
-def prefix_rewards(agent, jobs: Sequence[tuple[Question, Sequence[str], int]]) -> dict[tuple[str, tuple[str, ...]], float]:
-    """For each (question, steps, depth): the agent's reward for the last step of every prefix of at
-    most ``depth`` steps, keyed by (question id, prefix). Read as during decoding, earlier steps shown
-    with the rewards they got, but without documents; one batched call per depth."""
-    rewards: dict[tuple[str, tuple[str, ...]], float] = {}
-    for depth in range(1, max((d for *_, d in jobs), default=0) + 1):
-        todo: dict[tuple[str, tuple[str, ...]], ScoreRequest] = {}
-        for q, steps, d in jobs:
-            key = (q.id, tuple(steps[:depth]))
-            if depth <= d and key not in rewards:
-                earlier = tuple(rewards[(q.id, key[1][:i])] for i in range(1, depth))
-                todo[key] = ScoreRequest(q, key[1][:-1], earlier, key[1][-1])
-        for key, readout in zip(todo, agent.score(list(todo.values()))):
-            rewards[key] = readout.reward
-    return rewards
-
 
 def run_injection(run: Path, agent, first: int | None = None, seed: int = 0) -> dict[str, Any]:
     """Inject every mode into the first ``first`` correct traces of ``run`` with at least two steps

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from eval.benchmarks import load_eval_benchmark
 from pra.records import JsonlWriter, read_records
@@ -22,23 +22,31 @@ from pra.types import Question
 CHUNK = 8     # records scored per batch: what a stop loses at most
 
 
+def prefix_rewards(agent, jobs: Sequence[tuple[Question, Sequence[str], int]]) -> dict[tuple[str, tuple[str, ...]], float]:
+    """For each (question, steps, depth): the agent's reward for the last step of every prefix of at
+    most ``depth`` steps, keyed by (question id, prefix). Read as during decoding, earlier steps shown
+    with the rewards they got, but without documents; one batched call per depth."""
+    rewards: dict[tuple[str, tuple[str, ...]], float] = {}
+    for depth in range(1, max((d for *_, d in jobs), default=0) + 1):
+        todo: dict[tuple[str, tuple[str, ...]], ScoreRequest] = {}
+        for q, steps, d in jobs:
+            key = (q.id, tuple(steps[:depth]))
+            if depth <= d and key not in rewards:
+                earlier = tuple(rewards[(q.id, key[1][:i])] for i in range(1, depth))
+                todo[key] = ScoreRequest(q, key[1][:-1], earlier, key[1][-1])
+        for key, readout in zip(todo, agent.score(list(todo.values()))):
+            rewards[key] = readout.reward
+    return rewards
+
+
 def rescore_records(records: list[dict[str, Any]], questions: dict[str, Question], agent) -> list[dict[str, Any]]:
     """The records with ``rewards`` and ``outcome`` filled in for each sample, scored step by step: a
-    step's prompt shows the rewards the earlier steps just got."""
-    samples = [(questions[r["id"]], s) for r in records for s in r["samples"]]
-    rewards: list[list[float]] = [[] for _ in samples]
-    for depth in range(max(len(s["steps"]) for _, s in samples) + 1):
-        jobs = []
-        for i, (q, s) in enumerate(samples):
-            steps = s["steps"]
-            if depth < len(steps):
-                jobs.append((i, ScoreRequest(q, tuple(steps[:depth]), tuple(rewards[i]), steps[depth])))
-            elif depth == len(steps):        # the outcome: the final answer judged as one more step
-                jobs.append((i, ScoreRequest(q, tuple(steps), tuple(rewards[i]),
-                                             f"Therefore, the answer is ({s['answer']}).")))
-        for (i, _), readout in zip(jobs, agent.score([req for _, req in jobs])):
-            rewards[i].append(readout.reward)
-    scored = iter(rewards)
+    step's prompt shows the rewards the earlier steps just got; the outcome is the final answer judged
+    as one more step."""
+    traces = [(questions[r["id"]], (*s["steps"], f"Therefore, the answer is ({s['answer']}).")) for r in records
+              for s in r["samples"]]
+    rewards = prefix_rewards(agent, [(q, steps, len(steps)) for q, steps in traces])
+    scored = iter([rewards[(q.id, steps[:k])] for k in range(1, len(steps) + 1)] for q, steps in traces)
     out = []
     for r in records:
         new = []
