@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from dataclasses import fields
 from pathlib import Path
 
+from pra.errors import UserError
 
 
 def _table(title: str, row: dict, columns: dict[str, str]) -> None:
@@ -49,7 +51,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
                  if v is not None and k not in ("suite", "shard", "func", "command", "recipe_default")]
         if given:
-            raise SystemExit(f"pra eval --suite: runs take their settings from the suite file; drop {' '.join(given)}")
+            raise UserError(f"--suite: runs take their settings from the suite file; drop {' '.join(given)}")
         for s in run_suite(args.suite, args.shard):
             print(f"{s['method']:>11} {s['benchmark']:<13} {s['policy']:<22} accuracy {s['accuracy']:.3f} (n {s['n']})")
         return
@@ -79,7 +81,7 @@ def cmd_search(args: argparse.Namespace) -> None:
     from pra.types import Question
 
     if len(args.option) < 2:
-        raise ValueError("give at least two --option values (they become A, B, C, ...)")
+        raise UserError("--option: give at least two (they become A, B, C, ...)")
     q = Question("user", args.question, dict(zip("ABCDEFGHIJ", args.option)), "?", "user")
     cfg = _eval_config(args)
     t = run_question(q, cfg)
@@ -154,7 +156,7 @@ def cmd_probe_eval(args: argparse.Namespace) -> None:
     for spec in args.test:
         name, sep, path = spec.partition("=")
         if not sep:
-            raise ValueError(f"--test takes NAME=FEATURES.jsonl, got {spec!r}")
+            raise UserError(f"--test takes NAME=FEATURES.jsonl, got {spec!r}")
         tests[name] = load_features(path)
     rows = evaluate_detection(Probe.load(args.probe), load_features(args.train_features), tests,
                               with_baselines=not args.no_baselines)
@@ -202,6 +204,8 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam-width", dest="beam_width", type=int, help="B: traces kept per question")
     p.add_argument("--branching", type=int, help="b: candidate next steps per kept trace")
     p.add_argument("--docs-per-search", dest="docs_per_search", type=int)
+    p.add_argument("--reward-aggregation", dest="reward_aggregation",
+                   help="trace score from step rewards, for pruning and the answer: sum (paper) | mean | last | min | prod")
     p.add_argument("--samples", type=int, help="k for sc / rag-sc")
     p.add_argument("--batch-size", dest="batch_size", type=int, help="sequences per forward batch")
     p.add_argument("--corpus")
@@ -359,18 +363,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_command(args: argparse.Namespace) -> int:
+    """The error boundary: bad input (``UserError``, a file that is missing or unreadable) prints one line
+    per problem and returns 2; anything else is a bug, shown with its traceback."""
+    try:
+        args.func(args)
+    except UserError as err:
+        for line in str(err).splitlines() or [type(err).__name__]:
+            print(f"pra {args.command}: error: {line}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as err:
+        print(f"pra {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"pra {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        traceback.print_exc()
+        print(f"pra {args.command}: this is a bug in pra, not in your input; please report it, with the command "
+              "and the traceback above, on the issue tracker of the repository pra came from", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()     # weight-loading bars would bury the run's own progress
     hf_logging.set_verbosity_error()
-    try:
-        args.func(args)
-    except (ValueError, FileNotFoundError, RuntimeError) as err:
-        # Bad input is reported in one line naming what is wrong, not as a traceback.
-        print(f"pra {args.command}: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    if code := run_command(args):
+        sys.exit(code)
 
 
 if __name__ == "__main__":

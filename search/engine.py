@@ -21,14 +21,12 @@ from typing import Iterable, Iterator, Sequence
 
 from pra.prompts import FORCE_ANSWER, policy_messages, steps_prefix
 from pra.reward_agent import Readout, ScoreRequest
-from pra.steps import extract_answer
+from pra.steps import STEP_STOPS, extract_answer
 from pra.types import Question, ScoredTrace, Step
 from pra.backends.base import LMBackend, SamplingParams
+from search.aggregation import AGGREGATIONS, aggregate_rewards
 from search.controllers import Never, Proposal, SearchController
-
-
-# A step ends where the next begins; base models also start a new question or re-list the options.
-STEP_STOPS = ("\nStep ", "\nQuestion:", "\nAnswer:", "\nA. ", "\n\n\n")
+from pra.errors import UserError
 
 
 class Stage(str, Enum):
@@ -47,15 +45,21 @@ class SearchConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
-    aggregate: str = "best"      # "best": highest cumulative reward; "vote": majority over the beam
+    aggregate: str = "best"      # "best": highest trace score; "vote": majority over the beam
     docs_per_search: int = 2
+    reward_aggregation: str = "sum"   # trace score from its step rewards: sum (the paper's) | mean | last | min | prod
+
+    def __post_init__(self):
+        if self.reward_aggregation not in AGGREGATIONS:
+            raise UserError(f"search.reward_aggregation: unknown {self.reward_aggregation!r}; "
+                             f"choose one of {', '.join(AGGREGATIONS)}")
 
 
 @dataclass
 class Candidate:
     """One partial trace of a beam: kept steps plus, while pending, the newest unscored step."""
     steps: list[Step]
-    score: float = 0.0            # cumulative reward
+    score: float = 0.0            # step rewards aggregated by SearchConfig.reward_aggregation
     answer: str | None = None
     finished: bool = False        # answered, or the policy ended without one
     scored: bool = True           # False while the newest step awaits its reward readout
@@ -211,12 +215,12 @@ class Engine:
             # Search once per step: only a candidate not yet given documents may ask for them.
             c.wants_search = d and not step.searched
             if not c.wants_search:
-                c.score = sum(s.reward or 0.0 for s in c.steps)
+                c.score = aggregate_rewards([s.reward or 0.0 for s in c.steps], self.config.reward_aggregation)
             t.stats["reward_calls"] += 1
             t.stats["reward_tokens"] += per_request
 
     def _prune(self, t: Trace) -> None:
-        """Keep the top B by cumulative reward (finished candidates compete too), then go on or stop."""
+        """Keep the top B by trace score (finished candidates compete too), then go on or stop."""
         if self.reward_agent is None:
             t.beam = t.candidates     # CoT / self-consistency: nothing to rank by, every sample goes on
         else:

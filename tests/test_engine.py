@@ -1,4 +1,7 @@
+import pytest
+
 from pra.types import Question
+from search.aggregation import aggregate_rewards
 from search.engine import Engine, SearchConfig, Trace
 from tests.fakes import ScriptedPolicy, TableRewardAgent
 
@@ -58,3 +61,43 @@ def test_pruning_keeps_exactly_the_top_b_by_cumulative_reward():
     assert t.prediction == "B"
     # the second step was expanded only from the two survivors (s1-1 and s1-3), b=2 each
     assert len(policy.calls[1]) == 2 and all("s1-1" in p or "s1-3" in p for p in policy.calls[1])
+
+
+def test_reward_aggregations_on_exact_values():
+    r = [0.6, 0.7]
+    assert [aggregate_rewards(r, how) for how in ("sum", "mean", "last", "min", "prod")] == \
+        pytest.approx([1.3, 0.65, 0.7, 0.6, 0.42])
+    with pytest.raises(ValueError, match="unknown reward aggregation 'median'"):
+        aggregate_rewards(r, "median")
+    with pytest.raises(ValueError, match="search.reward_aggregation: unknown 'avg'"):
+        SearchConfig(reward_aggregation="avg")
+
+
+@pytest.mark.parametrize("how, beam", [
+    ("sum", [("B", 1.3), ("C", 0.7)]),      # the longer traces outrank the finished (A)
+    ("mean", [("B", 0.65), ("A", 0.55)]),
+    ("last", [("B", 0.7), ("A", 0.55)]),
+    ("min", [("B", 0.6), ("A", 0.55)]),
+    ("prod", [("A", 0.55), ("B", 0.42)]),   # only prod lets the one-step answer win
+])
+def test_reward_aggregation_prunes_the_beam_and_picks_the_answer(how, beam):
+    # step 1 (B x b = 4): (A) answers at once; s1-1 survives with it; step 2: s1-1 -> (B) or (C)
+    first = ["the answer is (A)", "s1-1", "s1-2", "s1-3"]
+    policy = ScriptedPolicy(lambda qt, step, i: first[i] if step == 1 else f"the answer is ({'BC'[i]})")
+    agent = TableRewardAgent({"the answer is (A)": 0.55, "s1-1": 0.6, "s1-2": 0.4, "s1-3": 0.3,
+                              "the answer is (B)": 0.7, "the answer is (C)": 0.1})
+    cfg = SearchConfig(beam_width=2, branching=2, max_steps=2, reward_aggregation=how)
+    (t,) = Engine(policy, cfg, reward_agent=agent).run([Trace(q(0))])
+    assert [(c.answer, round(c.score, 6)) for c in t.beam] == beam
+    assert t.prediction == beam[0][0]
+
+
+def test_reward_aggregation_is_a_recipe_field_and_a_flag():
+    from eval.run import eval_config
+    from pra.cli import _eval_config, build_parser
+
+    assert eval_config({"recipe": "pra-cpu"}).search.reward_aggregation == "sum"
+    args = build_parser().parse_args(["eval", "--recipe", "pra-cpu", "--reward-aggregation", "min"])
+    assert _eval_config(args).search.reward_aggregation == "min"
+    with pytest.raises(ValueError, match="reward_aggregation"):
+        eval_config({"recipe": "pra-cpu", "search": {"reward_aggregation": "avg"}})

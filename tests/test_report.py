@@ -8,9 +8,10 @@ import pytest
 from eval.report.build import ReportConfig, build_report
 from eval.report.figures import pareto, samples_figure, tradeoff_figure, vote_curve
 from eval.report.margins import by_difficulty, by_position, load_labels, margin_figures
-from eval.report.posthoc import aggregate, pick, posthoc_accuracy
+from eval.report.posthoc import pick, posthoc_accuracy
 from eval.report.runs import RunError, load_run, load_runs
 from eval.report.tables import agent_by_search, backbone_swap, methods_by_benchmark, reward_level
+from search.aggregation import aggregate_rewards
 
 
 def make_run(root: Path, name: str, method: str, correct: list[bool], benchmark: str = "bench",
@@ -31,10 +32,10 @@ def make_run(root: Path, name: str, method: str, correct: list[bool], benchmark:
 
 def test_posthoc_aggregations_on_hand_made_rewards():
     r = [0.9, 0.2, 0.6]
-    assert aggregate(r, "last") == 0.6 and aggregate(r, "min") == 0.2 and aggregate(r, "max") == 0.9
-    assert aggregate(r, "mean") == pytest.approx(17 / 30)
+    assert aggregate_rewards(r, "last") == 0.6 and aggregate_rewards(r, "min") == 0.2
+    assert aggregate_rewards(r, "max") == 0.9 and aggregate_rewards(r, "mean") == pytest.approx(17 / 30)
     with pytest.raises(ValueError, match="without step rewards"):
-        aggregate([], "min")
+        aggregate_rewards([], "min")
     samples = [{"answer": "A", "rewards": [0.9, 0.1], "outcome": 0.2},
                {"answer": "B", "rewards": [0.5, 0.5], "outcome": 0.9},
                {"answer": "B", "rewards": [0.3, 0.4], "outcome": 0.1}]

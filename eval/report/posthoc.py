@@ -13,24 +13,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
-    "last": lambda r: r[-1],
-    "min": min,
-    "max": max,
-    "mean": lambda r: sum(r) / len(r),
-}
+from search.aggregation import aggregate_rewards
+from pra.errors import UserError
+
+AGGREGATES = ("last", "min", "max", "mean")     # the report's post-hoc rows (search.aggregation has more)
 LEVELS = ("vote", "outcome", *AGGREGATES)       # vote: majority over the same samples, no reward
-
-
-def aggregate(rewards: Sequence[float], how: str) -> float:
-    """One trace's process rewards -> a trace score."""
-    if how not in AGGREGATES:
-        raise ValueError(f"unknown aggregation {how!r}; choose one of {', '.join(AGGREGATES)}")
-    if not rewards:
-        raise ValueError("a trace without step rewards cannot be aggregated")
-    return AGGREGATES[how](rewards)
 
 
 def has_samples(record: dict[str, Any]) -> bool:
@@ -46,7 +35,7 @@ def pick(samples: Sequence[dict[str, Any]], how: str) -> str:
     """The answer of the best sample under ``how`` (ties: the earliest sample, as the engine's vote)."""
     if how == "vote":
         return Counter(s["answer"] for s in samples).most_common(1)[0][0]
-    score = (lambda s: s["outcome"]) if how == "outcome" else (lambda s: aggregate(s["rewards"], how))
+    score = (lambda s: s["outcome"]) if how == "outcome" else (lambda s: aggregate_rewards(s["rewards"], how))
     best = max(range(len(samples)), key=lambda i: (score(samples[i]), -i))
     return samples[best]["answer"]
 
@@ -57,7 +46,7 @@ def posthoc_accuracy(records: Sequence[dict[str, Any]], how: str) -> tuple[float
     need = has_outcome if how == "outcome" else has_samples
     for r in records:
         if not need(r):
-            raise ValueError(f"record {r.get('id')!r} lacks the sampled traces' "
+            raise UserError(f"record {r.get('id')!r} lacks the sampled traces' "
                              f"{'outcome' if how == 'outcome' else 'step'} rewards")
     n = len(records)
     if n == 0:
