@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval.benchmarks import load_eval_benchmark
+from pra.benchmarks import load_eval_benchmark
 from eval.run import summarize
 from pra.records import read_records
 

@@ -11,7 +11,7 @@ import argparse
 from dataclasses import asdict
 from pathlib import Path
 
-from eval.benchmarks import EVAL_BENCHMARKS, load_benchmark
+from pra.benchmarks import EVAL_BENCHMARKS, load_benchmark
 from eval.quality import JudgedTrace, QualityConfig, QualityJudge, check_resume, composite
 from pra.backends.base import LMBackend
 from pra.records import JsonlWriter, read_records

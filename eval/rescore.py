@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from eval.benchmarks import load_eval_benchmark
+from pra.benchmarks import load_eval_benchmark
 from pra.records import JsonlWriter, read_records
 from pra.reward_agent import ScoreRequest, load_reward_agent
 from pra.types import Question

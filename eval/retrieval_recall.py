@@ -16,7 +16,7 @@ from pathlib import Path
 from corpora.builders import load_corpus, snippet_id
 from corpora.chunking import doc_id
 from corpora.retrieval import load_retriever
-from eval.benchmarks import BENCHMARKS
+from pra.benchmarks import BENCHMARKS
 
 
 def bioasq_questions(path: Path = BENCHMARKS["bioasq"][1]) -> list[tuple[str, set[str]]]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from tqdm import tqdm
 
-from eval.benchmarks import DATA, load_eval_benchmark, parse_shard
+from pra.benchmarks import DATA, load_eval_benchmark, parse_shard
 from pra.prompts import DIRECT_PREFIX, policy_messages
 from pra.records import JsonlWriter, read_records
 from pra.types import Question, ScoredTrace

@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from eval.benchmarks import load_eval_benchmark
+from pra.benchmarks import load_eval_benchmark
 from eval.run import summarize
 from pra.records import read_records
 

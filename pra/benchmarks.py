@@ -16,10 +16,10 @@ from typing import Any, Callable, Iterator
 
 from pra.types import Question
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "eval" / "data"   # the shipped copies, with their licenses
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
-# name -> (format, file); the shipped copies, see data/README.md
+# name -> (format, file); the shipped copies, see eval/data/README.md
 BENCHMARKS: dict[str, tuple[str, Path]] = {
     "medqa": ("medqa", DATA / "medqa_us_4opt_sample.jsonl"),
     "medmcqa-eval": ("medmcqa", DATA / "medmcqa_eval.jsonl"),

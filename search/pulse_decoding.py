@@ -13,7 +13,6 @@ one batched probe pass, one batched retrieval.
 """
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,23 +24,10 @@ from pra.backends.base import LMBackend, SamplingParams
 from pra.prompts import FORCE_ANSWER, policy_messages
 from pra.pulse.extract import StepReader, step_text
 from pra.pulse.features import concat
-from pra.steps import extract_answer
+from pra.steps import STEP_STOPS, content_words, extract_answer
 from pra.types import Question, Step
-from search.engine import STEP_STOPS
 
 MODES = ("front", "step", "ircot")
-STOPWORDS = frozenset("""a an the and or but if then else of to in on at by for with from as is are was were be
-been being this that these those it its which who whom whose what when where why how not no so such than
-too very can could may might must shall should will would do does did has have had there their they them
-we our you your he she his her i me my step therefore thus hence answer option options correct""".split())
-
-
-def content_words(text: str) -> str:
-    """The step's words that carry content: letters/digits, not stopwords, longer than two characters."""
-    return " ".join(w for w in re.findall(r"[A-Za-z0-9][A-Za-z0-9\-]*", text)
-                    if len(w) > 2 and w.lower() not in STOPWORDS)
-
-
 @dataclass
 class PulseConfig:
     mode: str = "front"            # front | step | ircot

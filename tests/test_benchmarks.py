@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.benchmarks import (BENCHMARKS, DATA, EVAL_BENCHMARKS, BenchmarkError, load_benchmark,
+from pra.benchmarks import (BENCHMARKS, DATA, EVAL_BENCHMARKS, BenchmarkError, load_benchmark,
                              load_eval_benchmark, parse_shard)
 
 COUNTS = {"medqa": 100, "medmcqa-eval": 1183, "medmcqa-train": 3000, "mmlu-med": 1089, "pubmedqa": 500,

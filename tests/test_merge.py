@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.benchmarks import load_eval_benchmark
+from pra.benchmarks import load_eval_benchmark
 from eval.merge import MergeError, merge_shards
 
 LIMIT = 6

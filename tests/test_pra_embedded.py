@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from eval.benchmarks import load_eval_benchmark
+from pra.benchmarks import load_eval_benchmark
 from eval.run import EvalConfig, run_eval
 from pra.reward_agent import RewardAgent
 from search.controllers import Always, Never

@@ -5,8 +5,8 @@ import torch
 from pra.backends.base import SamplingParams
 from pra.backends.prefix_cache import BLOCK, PrefixCache
 from pra.prompts import policy_messages, steps_prefix
-from eval.benchmarks import load_eval_benchmark
-from search.engine import STEP_STOPS
+from pra.benchmarks import load_eval_benchmark
+from pra.steps import STEP_STOPS
 
 
 def kv_for(ids, start=0, layers=2):

@@ -69,7 +69,7 @@ def test_qwc_run_on_a_scripted_policy(tmp_path):
 
 
 def test_qwc_refuses_an_example_under_evaluation(tmp_path):
-    from eval.benchmarks import load_eval_benchmark
+    from pra.benchmarks import load_eval_benchmark
 
     first = load_eval_benchmark("medqa", limit=1).questions[0]
     path = tmp_path / "pool.jsonl"
@@ -91,7 +91,7 @@ def test_qwc_on_smollm2_with_the_shipped_pool(smollm2, tmp_path):
 
 
 def test_pool_command_judges_training_traces(tmp_path):
-    from eval.benchmarks import load_benchmark
+    from pra.benchmarks import load_benchmark
     from eval.qwc_pool import build_pool
     from tests.test_quality import StepCountJudge
 

@@ -182,7 +182,7 @@ def test_bad_run_folders_name_file_and_field(tmp_path):
 
 
 def test_report_end_to_end_with_first_n(tmp_path):
-    from eval.benchmarks import load_eval_benchmark
+    from pra.benchmarks import load_eval_benchmark
 
     ids = [q.id for q in load_eval_benchmark("medqa", limit=4).questions]
     runs = tmp_path / "runs"

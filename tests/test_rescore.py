@@ -5,7 +5,7 @@ from eval.report.posthoc import has_outcome, posthoc_accuracy
 from eval.rescore import rescore_records
 from eval.run import EvalConfig, run_eval
 from pra.reward_agent import RewardAgent
-from eval.benchmarks import load_eval_benchmark
+from pra.benchmarks import load_eval_benchmark
 from search.engine import SearchConfig
 from tests.fakes import TableRewardAgent
 

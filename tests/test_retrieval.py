@@ -10,7 +10,7 @@ from corpora.index import IndexMismatch, build_index, load_index
 from corpora.retrieval import (BM25Retriever, CachedRetriever, HybridRetriever, Reranked, format_hits,
                                load_retriever)
 from corpora.types import Hit, Passage
-from eval.benchmarks import BENCHMARKS
+from pra.benchmarks import BENCHMARKS
 
 NOTES = {
     "aspirin": "Aspirin irreversibly inhibits cyclooxygenase and so lowers thromboxane in platelets.",

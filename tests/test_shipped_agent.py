@@ -4,7 +4,7 @@ import json
 from eval.run import EvalConfig
 from pra.models import AGENTS_DIR, resolve_reward_agent
 from pra.reward_agent import RewardAgent, ScoreRequest, load_reward_agent
-from eval.benchmarks import load_eval_benchmark
+from pra.benchmarks import load_eval_benchmark
 
 SHIPPED = EvalConfig().reward_agent
 

@@ -4,7 +4,7 @@ from eval.summarize import markdown, run_row
 
 
 def test_first_n_keeps_the_benchmarks_first_questions(tmp_path):
-    from eval.benchmarks import load_eval_benchmark
+    from pra.benchmarks import load_eval_benchmark
 
     qs = load_eval_benchmark("medqa", limit=3).questions
     (tmp_path / "config.json").write_text(json.dumps({"benchmark": "medqa", "method": "sc", "samples": 4,

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Sequence
 
 from tqdm import tqdm
 
-from eval.benchmarks import EVAL_BENCHMARKS, load_benchmark, load_eval_benchmark, parse_shard
+from pra.benchmarks import EVAL_BENCHMARKS, load_benchmark, load_eval_benchmark, parse_shard
 from pra.backends import load_policy
 from pra.backends.base import LMBackend
 from pra.prompts import format_documents, format_question, steps_prefix

@@ -16,7 +16,7 @@ import resource
 import time
 from dataclasses import replace
 
-from eval.benchmarks import load_eval_benchmark
+from pra.benchmarks import load_eval_benchmark
 from pra.backends.transformers_backend import TransformersBackend
 from pra.reward_agent import RewardAgent
 from search.controllers import Never

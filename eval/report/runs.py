@@ -9,7 +9,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from eval.benchmarks import load_eval_benchmark
+from pra.benchmarks import load_eval_benchmark
 from eval.run import summarize
 from pra.records import read_records
 
