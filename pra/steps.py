@@ -5,11 +5,19 @@ import re
 from typing import Sequence
 
 STEP_RE = re.compile(r"(?:^|\n)[ \t]*Step\s+\d+\s*:[ \t]*", re.IGNORECASE)
-ANSWER_RE = re.compile(r"answer\s+is\s*:?\s*\(?\s*([A-Za-z])\s*\)", re.IGNORECASE)
-LOOSE_ANSWER_RE = re.compile(r"(?i:answer)\s*(?:is)?\s*:?\s*\(?([A-Z])(?:\)|\.|,|\s|$)")
+# "the answer is (X)" and what models write instead: "Answer: X", "the answer is option X", "The answer is
+# X: ...", "The correct option is (X)", "the answer would be **X**". Case is ignored except for a bare letter,
+# which must be a capital: "the answer is a patient ..." names no option.
+ANSWER_RE = re.compile(
+    r"(?i:\b(?:answer|option|choice)\s*(?:is|would\s+be|will\s+be|should\s+be|:)\s*:?\s*(?:(?:option|choice)\s+)?)"
+    r"[*\"']*(?:\(\s*(?P<paren>[A-Za-z])\s*\)|(?P<bare>[A-Z])(?![A-Za-z0-9]))(?P<after>[ \t]+[a-z]+)?")
+# After a bare "A" or "I" (English words too) a lowercase word is read as a sentence, unless it is one of
+# these: "The answer is A because ..." names A, "The answer is A patient ..." names nothing.
+CONNECTIVES = frozenset("because since as which and or is was for given due".split())
 
-# A step ends where the next begins; base models also start a new question or re-list the options.
-STEP_STOPS = ("\nStep ", "\nQuestion:", "\nAnswer:", "\nA. ", "\n\n\n")
+# A step ends where the next begins; base models also start a new question or re-list the options. Not at
+# "\nAnswer:": that is where small models write their answer (``Answer: D``).
+STEP_STOPS = ("\nStep ", "\nQuestion:", "\nA. ", "\n\n\n")
 
 
 def split_steps(text: str) -> list[str]:
@@ -19,12 +27,18 @@ def split_steps(text: str) -> list[str]:
 
 
 def extract_answer(text: str, letters: Sequence[str]) -> str | None:
-    """The last ``the answer is (X)`` whose X is one of the question's letters; None if there is none.
+    """The question's letter that the text's last answer statement names; None if there is none.
 
-    A bare ``answer is X`` / ``Answer: X`` is accepted too (small models drop the parentheses)."""
+    The protocol's parenthesised ``the answer is (X)`` wins over bare forms (``Answer: X``), which small
+    models write too; a letter that is not one of the question's is no answer."""
     valid = {l.upper() for l in letters}
-    for pattern in (ANSWER_RE, LOOSE_ANSWER_RE):
-        found = [m.group(1).upper() for m in pattern.finditer(text)]
+    paren, bare = [], []
+    for m in ANSWER_RE.finditer(text):
+        if m["paren"]:
+            paren.append(m["paren"].upper())
+        elif not (m["bare"] in "AI" and m["after"] and m["after"].strip() not in CONNECTIVES):
+            bare.append(m["bare"])
+    for found in (paren, bare):
         found = [f for f in found if f in valid]
         if found:
             return found[-1]

@@ -1,5 +1,9 @@
+import pytest
+from hypothesis import given, strategies as st
+
+from pra.backends.base import cut_at_stop
 from pra.prompts import policy_messages, steps_prefix
-from pra.steps import extract_answer, split_steps
+from pra.steps import ANSWER_RE, CONNECTIVES, STEP_STOPS, extract_answer, split_steps
 from pra.types import Question
 
 Q = Question("q1", "Which vitamin prevents scurvy?", {"A": "A", "B": "B12", "C": "C", "D": "D"}, "C", "t")
@@ -46,3 +50,64 @@ def test_prompt_layout():
     assert body.index("Vitamin C deficiency") < body.index(Q.question)   # documents before the question
     assert steps_prefix(["a", "b"], 3) == "Step 1: a\nStep 2: b\nStep 3:"
     assert steps_prefix([], 1) == "Step 1:"
+
+
+# Steps SmolLM2-135M-Instruct wrote (eval/data/qwc_pool.jsonl, greedy traces on medmcqa-train) and forms
+# from the issue, with the letter a reader takes from them.
+REAL_OUTPUTS = [
+    ("Determine the answer\nThe answer is D.", "D"),
+    ("Determine the options\nA) No test is required now, so the answer is A.\nB) Ultra sound at this point "
+     "will definitely tell her that next baby will be down syndromic or not.\nC) Amniotic", "A"),
+    ("Conclude the answer.\n\nThe answer is C.\n\nC. Constriction of the afferent aeriomlle decreases the "
+     "blood flow to the glomerulas.", "C"),
+    ("Conclude the answer.\n\nThe answer is (D).", "D"),
+    ("Choose the correct option\nThe correct option is D.\n\nThe answer is D.", "D"),
+    ("Conclude the answer.\n\nThe answer is C. Choice of the dentist.", "C"),
+    ("Identify the correct option.", None),
+    ("Conclude with the answer.\n\nAxonal transport is a process that involves the transport of axonal", None),
+    ("Thus the answer is option D", "D"),
+    ("The answer is D: Left ventricular failure.", "D"),
+    ("The correct option is (B)", "B"),
+    ("The answer is A patient with these findings needs a biopsy.", None),
+    ("The answer is A because scurvy is vitamin C deficiency.", "A"),
+    ("So the answer would be **B**.", "B"),
+    ("Answer: D", "D"),
+]
+
+
+@pytest.mark.parametrize("text,letter", REAL_OUTPUTS)
+def test_extract_answer_reads_what_models_write(text, letter):
+    assert extract_answer(text, Q.letters) == letter
+
+
+def test_step_stops_keep_an_answer_written_after_the_step():
+    text, _ = cut_at_stop("Scurvy is vitamin C deficiency.\nAnswer: C\nStep 2: more", STEP_STOPS)
+    assert extract_answer(text, Q.letters) == "C"
+
+
+LETTER = st.sampled_from("ABCD")
+FILLER = st.text(st.characters(codec="ascii", exclude_characters="()"), max_size=40).filter(
+    lambda t: not ANSWER_RE.search(t))
+FORMS = ["the answer is ({})", "The answer is {}.", "Answer: {}", "the answer is option {}",
+         "The answer is {}: because", "The correct option is ({})", "the answer is: ({})"]
+
+
+@given(before=FILLER, letter=LETTER, form=st.sampled_from(FORMS), after=st.sampled_from(["", " Done.", "\n"]))
+def test_extract_answer_finds_any_form_anywhere(before, letter, form, after):
+    assert extract_answer(before + " " + form.format(letter) + after, Q.letters) == letter
+
+
+@given(first=LETTER, last=LETTER, middle=FILLER)
+def test_extract_answer_takes_the_last_statement(first, last, middle):
+    text = f"the answer is ({first}). {middle} Wait, the answer is ({last})."
+    assert extract_answer(text, Q.letters) == last
+
+
+@given(st.text(max_size=200))
+def test_extract_answer_is_total_and_returns_an_option(text):
+    assert extract_answer(text, Q.letters) in (None, *Q.letters)
+
+
+@given(word=st.from_regex(r"[a-z]{3,10}", fullmatch=True).filter(lambda w: w not in CONNECTIVES))
+def test_an_article_after_answer_is_no_letter(word):
+    assert extract_answer(f"The answer is A {word} with fever.", Q.letters) is None
