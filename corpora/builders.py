@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Iterator
 
 from corpora.chunking import Chunking, Dedup, chunk, normalize
 from corpora.types import Passage
+from pra.errors import MissingFile, UserError
 
 
 def _data_dir() -> Path:
@@ -99,7 +100,7 @@ def bioasq_docs(path: Path, types: tuple[str, ...] | None = None) -> Iterator[Pa
 def medmcqa_docs(path: Path) -> Iterator[Passage]:
     """MedMCQA expert explanations (``exp``), titled by subject and topic; training rows only."""
     if any(w in path.name for w in ("eval", "test", "dev", "val")):
-        raise ValueError(f"{path}: MedMCQA explanations of evaluation rows are answers; use the training file")
+        raise UserError(f"{path}: MedMCQA explanations of evaluation rows are answers; use the training file")
     for line in path.read_text().splitlines():
         row = json.loads(line)
         if row.get("exp") and normalize(row["exp"]):
@@ -201,11 +202,11 @@ def load_corpus(name_or_path: str | Path) -> Corpus:
     """Read a built corpus and check its passages against the manifest's hash."""
     path = corpus_dir(name_or_path)
     if not (path / MANIFEST).exists():
-        raise FileNotFoundError(f"no built corpus at {path} (no {MANIFEST}); build it with build_corpus({str(name_or_path)!r})")
+        raise MissingFile(f"no built corpus at {path} (no {MANIFEST}); build it with build_corpus({str(name_or_path)!r})")
     manifest = Manifest(**json.loads((path / MANIFEST).read_text()))
     data = gzip.decompress((path / manifest.passages).read_bytes())
     if hashlib.sha256(data).hexdigest() != manifest.sha256:
-        raise ValueError(f"{path / manifest.passages} does not match the sha256 in its manifest; rebuild the corpus")
+        raise UserError(f"{path / manifest.passages} does not match the sha256 in its manifest; rebuild the corpus")
     passages = [Passage(**json.loads(line)) for line in data.decode().splitlines()]
     return Corpus(path, manifest, passages)
 
@@ -243,11 +244,11 @@ def build_corpus(name: str, out_dir: str | Path | None = None, *, kind: str | No
         return write_corpus(name, passages, out, chunking, dedup)
     kind = kind or name
     if kind not in SOURCES:
-        raise ValueError(f"unknown corpus kind {kind!r}; one of {sorted(SOURCES)} or medcorp-mini")
+        raise UserError(f"unknown corpus kind {kind!r}; one of {sorted(SOURCES)} or medcorp-mini")
     paths = [Path(p).expanduser() for p in inputs] or (
         [data_dir / DEFAULT_INPUTS[kind]] if kind in DEFAULT_INPUTS else [])
     if not paths:
-        raise ValueError(f"corpus kind {kind!r} needs inputs (files or folders)")
+        raise UserError(f"corpus kind {kind!r} needs inputs (files or folders)")
     dedup = Dedup()
     passages = dedup(p for path in paths for d in SOURCES[kind](path) for p in chunk(d, chunking))
     out = Path(out_dir) if out_dir else corpus_dir(name)

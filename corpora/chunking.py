@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Iterable, Iterator
 
 from corpora.types import Passage
+from pra.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Chunking:
 
     def __post_init__(self):
         if not 0 <= self.overlap < self.size:
-            raise ValueError(f"overlap must be in [0, size): got size={self.size} overlap={self.overlap}")
+            raise UserError(f"overlap must be in [0, size): got size={self.size} overlap={self.overlap}")
 
 
 @lru_cache(maxsize=4)

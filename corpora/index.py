@@ -20,11 +20,12 @@ import numpy as np
 
 from corpora.builders import Corpus, load_corpus
 from corpora.encoders import Encoder, EncoderConfig, encoder_config
+from pra.errors import MissingFile, UserError
 
 KINDS = ("flat", "ivf", "hnsw", "ivfpq")
 
 
-class IndexMismatch(ValueError):
+class IndexMismatch(UserError):
     """The index on disk was built over other passages or with another encoder."""
 
 
@@ -56,7 +57,7 @@ def _factory(kind: str, n: int, dim: int):
 
     nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))  # faiss wants ~39 training points per list
     if kind == "ivfpq" and dim % 8:
-        raise ValueError(f"ivfpq needs a dimension divisible by 8 (got {dim})")
+        raise MissingFile(f"ivfpq needs a dimension divisible by 8 (got {dim})")
     spec = {"flat": "Flat", "ivf": f"IVF{nlist},Flat", "hnsw": "HNSW32", "ivfpq": f"IVF{nlist},PQ{dim // 8}"}
     return faiss.index_factory(dim, spec[kind], faiss.METRIC_INNER_PRODUCT)
 
@@ -81,7 +82,7 @@ def build_index(corpus: str | Path | Corpus = "medcorp-mini", encoder: str | Enc
     corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
     config = encoder_config(encoder)
     if kind not in KINDS:  # fail before the long embedding run
-        raise ValueError(f"unknown index kind {kind!r}; one of {KINDS}")
+        raise MissingFile(f"unknown index kind {kind!r}; one of {KINDS}")
     out = Path(out_dir) if out_dir else index_dir(corpus, config, kind)
     tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -145,7 +146,7 @@ def load_index(corpus: Corpus, encoder: str | EncoderConfig = "minilm-l6-v2", ki
     config = encoder_config(encoder)
     path = Path(path) if path else index_dir(corpus, config, kind)
     if not (path / "index.json").exists():
-        raise FileNotFoundError(
+        raise MissingFile(
             f"no {kind} index for encoder {config.name!r} over corpus {corpus.manifest.name!r} at {path}; "
             f"build it with build_index({corpus.manifest.name!r}, {config.name!r}, {kind!r})")
     m = IndexManifest(**json.loads((path / "index.json").read_text()))

@@ -11,6 +11,7 @@ from corpora.builders import Corpus, load_corpus
 from corpora.encoders import Encoder, EncoderConfig
 from corpora.index import DenseIndex, load_index
 from corpora.types import Hit, Passage, Retriever
+from pra.errors import UserError
 
 Scorer = Callable[[list[tuple[str, str]]], Sequence[float]]
 
@@ -140,7 +141,7 @@ def load_retriever(corpus: str | Path | Corpus = "medcorp-mini", mode: str = "de
     the dense index of ``encoder`` and ``kind``; ``rerank`` names a cross-encoder (or is a scorer) that
     reorders ``candidates`` hits."""
     if mode not in ("dense", "bm25", "hybrid"):
-        raise ValueError(f"unknown retrieval mode {mode!r}; one of dense, bm25, hybrid")
+        raise UserError(f"unknown retrieval mode {mode!r}; one of dense, bm25, hybrid")
     corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
     parts: list[Retriever] = []
     if mode in ("dense", "hybrid"):

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from pra.benchmarks import load_eval_benchmark
 from eval.report.runs import load_run
 from eval.rescore import prefix_rewards
+from pra.errors import UserError
 
 MODES = ("swap", "drop", "flip_number", "wrong_fact", "wrong_first", "wrong_last", "shuffle")
 NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
@@ -31,7 +32,7 @@ NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
 Scorer = Callable[[Sequence[str]], float]
 
 
-class InjectionError(ValueError):
+class InjectionError(UserError):
     """The trace offers nothing this mode can change (too few steps, no number, no option text)."""
 
 
@@ -134,7 +135,7 @@ def inject(steps: Sequence[str], mode: str, seed: int = 0, options: Mapping[str,
             raise InjectionError("wrong_last needs a step to follow")
         w = _wrong_letter(rng, options, gold)
         return Injection(mode, (*steps, f"Therefore, the answer is ({w})."), (len(steps),), (len(steps) - 1,))
-    raise ValueError(f"unknown injection mode {mode!r}; choose one of {', '.join(MODES)}")
+    raise UserError(f"unknown injection mode {mode!r}; choose one of {', '.join(MODES)}")
 
 
 def detected(original: Sequence[str], injection: Injection, scorer: Scorer) -> bool:
@@ -168,7 +169,7 @@ def run_injection(run: Path, agent, first: int | None = None, seed: int = 0) -> 
     texts = lambda r: tuple(s["text"] for s in r.get("steps", []) if s["text"].strip())   # empty steps only end a trace
     traces = [r for r in saved.records if r["correct"] and len(texts(r)) >= 2][:first]
     if not traces:
-        raise ValueError(f"{run / 'records.jsonl'}: no correct trace with at least two steps")
+        raise UserError(f"{run / 'records.jsonl'}: no correct trace with at least two steps")
     questions = {q.id: q for q in load_eval_benchmark(saved.benchmark).questions}
     started = time.perf_counter()
     cases, skipped = [], Counter()

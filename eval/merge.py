@@ -15,12 +15,14 @@ from typing import Any
 
 from pra.benchmarks import load_eval_benchmark
 from eval.run import summarize
+from eval.run_folder import check_records
 from pra.records import read_records
+from pra.errors import UserError
 
 FREE_FIELDS = ("shard", "out")        # the only config fields shards may differ in
 
 
-class MergeError(ValueError):
+class MergeError(UserError):
     pass
 
 
@@ -69,7 +71,9 @@ def merge_shards(out: Path, shards: list[Path]) -> Merged:
         path = shard / "records.jsonl"
         if not path.exists():
             raise MergeError(f"{path}: no records file")
-        for n, r in enumerate(read_records(path), 1):
+        shard_records = list(read_records(path))
+        check_records(path, shard_records, cfg.get("fingerprint"))
+        for n, r in enumerate(shard_records, 1):
             if "id" not in r:
                 raise MergeError(f"{path}: record {n}: field 'id' missing")
             rid = str(r["id"])

@@ -21,6 +21,7 @@ from pra.pulse.dataset import StepTable, load_features
 from pra.pulse.metrics import detection_metrics, youden_threshold
 from pra.pulse.probe import Probe
 from pra.records import JsonlWriter, read_records
+from pra.errors import UserError
 
 
 def probe_name(p: Probe) -> str:
@@ -36,16 +37,16 @@ def evaluate_detection(probe: Probe, train: StepTable, tests: dict[str, StepTabl
     """One row per (test set, score): n, positives, AUROC, PR-AUC, F1 at the validation threshold."""
     for t in (train, *tests.values()):
         if t.backbone != probe.backbone:
-            raise ValueError(f"{t.path}: steps of {t.backbone}, but the probe reads {probe.backbone}")
+            raise UserError(f"{t.path}: steps of {t.backbone}, but the probe reads {probe.backbone}")
     val = train.subset(np.flatnonzero(np.isin(train.question_ids, probe.val_questions)))
     if not len(val):
-        raise ValueError(f"{train.path}: none of the probe's validation questions; give the features it was trained on")
+        raise UserError(f"{train.path}: none of the probe's validation questions; give the features it was trained on")
     y_val = val.errors(probe.label)
     rows = []
     for name, test in tests.items():
         overlap = set(test.question_ids) & set(train.question_ids)
         if overlap:
-            raise ValueError(f"{test.path}: {len(overlap)} question(s) also in the training features")
+            raise UserError(f"{test.path}: {len(overlap)} question(s) also in the training features")
         y = test.errors(probe.label)
         rows.append({"test": name, "score": probe_name(probe), "label": probe.label,
                      **detection_metrics(y, probe.score(test.trajectories[probe.pooling]), probe.threshold)})

@@ -29,6 +29,7 @@ from pra.prompts import format_question
 from pra.records import JsonlWriter, read_records
 from pra.steps import extract_answer
 from pra.types import Message, Question
+from pra.errors import UserError
 
 DIGITS = [str(d) for d in range(10)]
 JUDGE_SYSTEM = "You are a medical expert who grades students' reasoning strictly."
@@ -66,7 +67,7 @@ class Weights:
         values = asdict(self)
         bad = [k for k, v in values.items() if not v >= 0]
         if bad or not sum(values.values()) > 0:
-            raise ValueError(f"composite weights must be non-negative with a positive sum, got {values}")
+            raise UserError(f"composite weights must be non-negative with a positive sum, got {values}")
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ def _evidence(run: Path, config: dict[str, Any], records: list[dict[str, Any]]) 
     found = {p.id: (p.title, p.text) for p in load_corpus(corpus).passages if p.id in ids}
     missing = sorted(ids - set(found))
     if missing:
-        raise ValueError(f"{run / 'records.jsonl'}: passage {missing[0]!r} is not in corpus {corpus!r}")
+        raise UserError(f"{run / 'records.jsonl'}: passage {missing[0]!r} is not in corpus {corpus!r}")
     return found
 
 
@@ -190,7 +191,7 @@ def check_resume(out: Path, **expected: str) -> None:
     for i, line in enumerate(read_records(out), 1):
         for key, value in expected.items():
             if line.get(key) != value:
-                raise ValueError(f"{out}: record {i} has {key} {line.get(key)!r}, not {value!r}; write to a new file")
+                raise UserError(f"{out}: record {i} has {key} {line.get(key)!r}, not {value!r}; write to a new file")
 
 
 def score_run(run: Path, judge: LMBackend, out: Path, first: int | None = None,
@@ -202,11 +203,11 @@ def score_run(run: Path, judge: LMBackend, out: Path, first: int | None = None,
     for i, r in enumerate(records, 1):
         for key in ("steps", "prediction", "gold"):
             if key not in r:
-                raise ValueError(f"{run / 'records.jsonl'}: record {i}: field {key!r} missing")
+                raise UserError(f"{run / 'records.jsonl'}: record {i}: field {key!r} missing")
     questions = {q.id: q for q in load_eval_benchmark(run_config["benchmark"]).questions}
     unknown = [r["id"] for r in records if r["id"] not in questions]
     if unknown:
-        raise ValueError(f"{run / 'records.jsonl'}: question {unknown[0]!r} is not in {run_config['benchmark']!r}")
+        raise UserError(f"{run / 'records.jsonl'}: question {unknown[0]!r} is not in {run_config['benchmark']!r}")
     check_resume(out, run=str(run), judge=judge.name)
     passages = _evidence(run, run_config, records)
     qj = QualityJudge(judge, config)

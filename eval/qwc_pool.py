@@ -15,6 +15,7 @@ from pra.benchmarks import EVAL_BENCHMARKS, load_benchmark
 from eval.quality import JudgedTrace, QualityConfig, QualityJudge, check_resume, composite
 from pra.backends.base import LMBackend
 from pra.records import JsonlWriter, read_records
+from pra.errors import UserError
 
 
 def build_pool(traces: Path, judge: LMBackend, out: Path, benchmark: str = "medmcqa-train",
@@ -22,15 +23,15 @@ def build_pool(traces: Path, judge: LMBackend, out: Path, benchmark: str = "medm
     """Judge the traces of the first ``first`` questions of ``traces`` into ``out``; returns the
     number written now."""
     if benchmark in EVAL_BENCHMARKS:
-        raise ValueError(f"{benchmark!r} is an evaluation set; a qwc pool is made of training questions")
+        raise UserError(f"{benchmark!r} is an evaluation set; a qwc pool is made of training questions")
     questions = {q.id: q for q in load_benchmark(benchmark).questions}
     records = list(read_records(traces))[:first]
     items = []
     for i, r in enumerate(records, 1):
         if "id" not in r or "traces" not in r:
-            raise ValueError(f"{traces}: record {i}: fields 'id' and 'traces' needed")
+            raise UserError(f"{traces}: record {i}: fields 'id' and 'traces' needed")
         if r["id"] not in questions:
-            raise ValueError(f"{traces}: record {i}: question {r['id']!r} is not in {benchmark!r}")
+            raise UserError(f"{traces}: record {i}: question {r['id']!r} is not in {benchmark!r}")
         for t, tr in enumerate(r["traces"]):
             steps = tuple(s for s in tr["steps"] if s.strip())
             if steps:

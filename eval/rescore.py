@@ -18,6 +18,7 @@ from pra.benchmarks import load_eval_benchmark
 from pra.records import JsonlWriter, read_records
 from pra.reward_agent import ScoreRequest, load_reward_agent
 from pra.types import Question
+from pra.errors import UserError
 
 CHUNK = 8     # records scored per batch: what a stop loses at most
 
@@ -63,7 +64,7 @@ def rescore(run: Path, out: Path, reward_agent: str) -> int:
     records = list(read_records(run / "records.jsonl"))
     missing = [r["id"] for r in records if not r.get("samples")]
     if missing:
-        raise ValueError(f"{run / 'records.jsonl'}: record {missing[0]!r} has no `samples` (made before "
+        raise UserError(f"{run / 'records.jsonl'}: record {missing[0]!r} has no `samples` (made before "
                          f"pra eval kept every sampled trace, or by a method without samples)")
     questions = {q.id: q for q in load_eval_benchmark(config["benchmark"], limit=config.get("limit")).questions}
     out.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -22,9 +23,12 @@ from tqdm import tqdm
 from pra.benchmarks import DATA, load_eval_benchmark, parse_shard
 from pra.prompts import DIRECT_PREFIX, policy_messages
 from pra.records import JsonlWriter, read_records
+from eval.checks import check_eval_config
+from eval.run_folder import open_run_folder
 from pra.types import Question, ScoredTrace
 from pra.backends.base import LMBackend
 from search.engine import Engine, SearchConfig, Trace
+from pra.errors import MissingFile, UserError
 
 if TYPE_CHECKING:
     from search.pulse_decoding import PulseTrace
@@ -72,7 +76,7 @@ def yaml_file(name: str, folder: Path, kind: str) -> Path:
         if path.is_file():
             return path
     known = ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))
-    raise FileNotFoundError(f"no {kind} file {name!r} and none of that name in {folder} (known: {known})")
+    raise MissingFile(f"no {kind} file {name!r} and none of that name in {folder} (known: {known})")
 
 
 def eval_config(data: dict[str, Any], where: str = "eval config") -> EvalConfig:
@@ -88,14 +92,14 @@ def eval_config(data: dict[str, Any], where: str = "eval config") -> EvalConfig:
     search = {**base.pop("search", {}), **(data.pop("search", None) or {})}
     unknown = set(search) - {f.name for f in fields(SearchConfig)}
     if unknown:
-        raise ValueError(f"{where}: unknown search field(s) {', '.join(sorted(unknown))}")
+        raise UserError(f"{where}: unknown search field(s) {', '.join(sorted(unknown))}")
     return EvalConfig(**{**base, **data}, search=SearchConfig(**search))
 
 
 def _check_fields(data: dict[str, Any], where: str) -> None:
     unknown = set(data) - {f.name for f in fields(EvalConfig)}
     if unknown:
-        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        raise UserError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
 
 
 def engine_config(cfg: EvalConfig) -> SearchConfig:
@@ -122,6 +126,8 @@ def _record(t: Trace, method: str) -> dict[str, Any]:
         "samples": [_sample(c) for c in t.beam],
         "context": [title for title, _ in t.context],
         **({"examples": [e.id for e in t.examples]} if t.examples else {}),
+        # The search tree: every ranked candidate, and which nodes the final beam (``answers``) ends on.
+        **({"tree": [asdict(n) for n in t.tree], "final": [c.node for c in t.beam]} if t.tree else {}),
         "stats": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in t.stats.items()},
     }
 
@@ -205,11 +211,11 @@ class Parts:
 
         probe, threshold = None, None
         if cfg.method != "ircot":
-            from search.controllers import load_pulse
-            name, _, arg = cfg.search_controller.partition(":")
+            from search.controllers import load_pulse, parse_controller
+            name, path, theta = parse_controller(cfg.search_controller)
             if name != "pulse":
-                raise ValueError(f"--method {cfg.method} needs --search pulse:PATH[:threshold], got {cfg.search_controller!r}")
-            pulse = load_pulse(arg, self.policy)
+                raise UserError(f"--method {cfg.method} needs --search pulse:PATH[:threshold], got {cfg.search_controller!r}")
+            pulse = load_pulse(path, theta, self.policy)
             probe, threshold = pulse.probe, pulse.threshold
         # A flagged step's passage is the first unused of its BM25 top --rag-docs (3 by default).
         config = PulseConfig(mode=PULSE_METHODS[cfg.method], max_steps=cfg.search.max_steps,
@@ -232,7 +238,7 @@ def _remote_reward_agent(cfg: EvalConfig):
     if cfg.agent_backend == "openai":
         return RewardAgent(load_policy(cfg.reward_agent, backend="openai", base_url=cfg.agent_base_url, tokenizer=base))
     if adapter:
-        raise ValueError(f"--agent-backend {cfg.agent_backend}: {cfg.reward_agent} is an adapter; serve it with "
+        raise UserError(f"--agent-backend {cfg.agent_backend}: {cfg.reward_agent} is an adapter; serve it with "
                          "`vllm serve BASE --enable-lora --lora-modules NAME=FOLDER` and use --agent-backend openai")
     return RewardAgent(load_policy(base, backend=cfg.agent_backend))
 
@@ -257,14 +263,14 @@ def _qwc_examples(cfg: EvalConfig, questions: list[Question]) -> tuple[ScoredTra
     ids = {q.id for q in questions}
     leaked = [e.question.id for e in examples if e.question.id in ids]
     if leaked:
-        raise ValueError(f"{pool}: holds question {leaked[0]!r}, which is being evaluated")
+        raise UserError(f"{pool}: holds question {leaked[0]!r}, which is being evaluated")
     return examples
 
 
 def run_question(q: Question, cfg: EvalConfig) -> Trace:
     """One question typed by a user, through the same parts and engine as ``run_eval``."""
     if cfg.method == "direct" or cfg.method in PULSE_METHODS:
-        raise ValueError("`pra search` runs the search engine; use one of its methods (cot, sc, rag, rag-sc, qwc, pra)")
+        raise UserError("`pra search` runs the search engine; use one of its methods (cot, sc, rag, rag-sc, qwc, pra)")
     parts = Parts().complete(cfg)
     (trace,) = parts.engine(cfg).run([Trace(q, context=_rag_context(cfg, parts, [q]).get(q.id, ()),
                                             examples=_qwc_examples(cfg, [q]))])
@@ -272,6 +278,8 @@ def run_question(q: Question, cfg: EvalConfig) -> Trace:
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """n, accuracy and costs over unique question ids (a repeated id counts once, as first written)."""
+    records = list({str(r["id"]): r for r in reversed(records)}.values())
     n = len(records)
     acc = sum(r["correct"] for r in records) / n if n else 0.0
     mean = lambda key: sum(r.get(key, 0) for r in records) / n if n else 0.0
@@ -282,20 +290,29 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None, retriever=None,
-             controller=None) -> dict[str, Any]:
-    """Run (or resume) one evaluation; returns the summary also written to ``out/summary.json``."""
-    if cfg.method not in METHODS:
-        raise ValueError(f"unknown method {cfg.method!r}; choose one of {', '.join(METHODS)}")
+             controller=None, force_new: bool = False) -> dict[str, Any]:
+    """Run (or resume) one evaluation; returns the summary also written to ``out/summary.json``.
+    ``force_new``: records made with other settings are set aside rather than refused (``eval.run_folder``)."""
+    brought = {"policy": policy, "reward_agent": reward_agent, "retriever": retriever}
+    check_eval_config(cfg, loaded=[name for name, part in brought.items() if part is not None])
     shard = parse_shard(cfg.shard) if cfg.shard else None
     load = load_eval_benchmark(cfg.benchmark, limit=cfg.limit, shard=shard, skip_bad=cfg.skip_bad)
+    if load.skipped_rows:
+        print(f"--skip-bad: skipped {len(load.skipped_rows)} bad row(s): {'; '.join(load.skipped_rows)}", file=sys.stderr)
+    if not load.questions:
+        raise UserError(f"{load.path}: no questions to evaluate" + (f" in shard {cfg.shard}" if cfg.shard else ""))
+    with open_run_folder(Path(cfg.out), asdict(cfg), force_new) as fp:
+        return _run_questions(cfg, load, Parts(policy, reward_agent, retriever, controller), fp)
+
+
+def _run_questions(cfg: EvalConfig, load, parts: Parts, fingerprint: str) -> dict[str, Any]:
+    """The questions of ``load`` not yet in the run folder, then the summary of all of them."""
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
-    writer = JsonlWriter(out / "records.jsonl")
+    writer = JsonlWriter(out / "records.jsonl", stamp={"fingerprint": fingerprint})
     todo = [q for q in load.questions if q.id not in writer.done]
     bar = tqdm(total=len(load.questions), initial=len(load.questions) - len(todo), desc=f"{cfg.method} {cfg.benchmark}")
     if todo:
-        parts = Parts(policy, reward_agent, retriever, controller).complete(cfg)
+        parts = parts.complete(cfg)
         if cfg.method == "direct":
             _direct(parts.policy, todo, writer, bar, cfg.batch_size)
         elif cfg.method in PULSE_METHODS:
@@ -316,6 +333,6 @@ def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None
     summary = {"benchmark": cfg.benchmark, "method": cfg.method, "policy": cfg.policy,
                **({"reward_agent": cfg.reward_agent, "search": cfg.search_controller} if cfg.method == "pra" else {}),
                **({"search": cfg.search_controller} if cfg.method in ("pulse-front", "pulse-step") else {}),
-               "skipped_bad_rows": load.skipped, **summarize(records)}
+               "skipped_bad_rows": load.skipped, "fingerprint": fingerprint, **summarize(records)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

@@ -13,7 +13,6 @@ A run's fields are its recipe's (``search/recipes``), then the defaults, then it
 """
 from __future__ import annotations
 
-import fcntl
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +21,8 @@ from typing import Any, Iterator
 import yaml
 
 from eval.run import PULSE_METHODS, EvalConfig, Parts, eval_config, run_eval, yaml_file
+from pra.errors import UserError
+from pra.folder_lock import exclusive
 
 SUITES = Path(__file__).parent / "suites"
 
@@ -30,18 +31,18 @@ def load_suite(name: str) -> list[EvalConfig]:
     path = yaml_file(name, SUITES, "suite")
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data.get("runs"), list) or not data["runs"]:
-        raise ValueError(f"{path}: needs a non-empty `runs:` list")
+        raise UserError(f"{path}: needs a non-empty `runs:` list")
     defaults = data.get("defaults") or {}
     configs = []
     for i, run in enumerate(data["runs"], 1):
         where = f"{path}, run {i}"
         if not isinstance(run, dict) or "out" not in run:
-            raise ValueError(f"{where}: each run is a mapping with at least `out:`")
+            raise UserError(f"{where}: each run is a mapping with at least `out:`")
         merged = {**defaults, **run, "search": {**defaults.get("search", {}), **run.get("search", {})}}
         configs.append(eval_config(merged, where))
     outs = [c.out for c in configs]
     if len(set(outs)) != len(outs):
-        raise ValueError(f"{path}: two runs write to the same out folder")
+        raise UserError(f"{path}: two runs write to the same out folder")
     return configs
 
 
@@ -67,14 +68,8 @@ def claim(out: Path) -> Iterator[bool]:
     """Whether this process holds ``out`` for the duration: an advisory lock on ``out/.worker``, which
     the system drops when its holder exits, however it exits. Several workers on one machine thus share
     a suite, each taking the next run nobody holds (across machines, give each a ``--shard``)."""
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / ".worker", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
+    with exclusive(out / ".worker") as holder:
+        yield holder is None
 
 
 def run_suite(name: str, shard: str | None = None) -> list[dict[str, Any]]:

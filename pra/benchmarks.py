@@ -40,8 +40,12 @@ class BenchmarkError(ValueError):
 class BenchmarkLoad:
     name: str
     questions: list[Question]
-    skipped: int  # malformed rows left out under ``skip_bad``
+    skipped_rows: list[str]   # ``file:line: problem`` of each malformed row left out under ``skip_bad``
     path: Path
+
+    @property
+    def skipped(self) -> int:
+        return len(self.skipped_rows)
 
 
 class _Bad(Exception):
@@ -69,9 +73,19 @@ def _text(row: dict, field: str) -> str:
     return _nonempty(_get(row, field), field)
 
 
+def _utf8(text: str, where: str = "") -> str:
+    """``text`` as read with ``surrogateescape``: a byte that is not UTF-8 makes the row malformed."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        byte = ord(text[e.start]) - 0xDC00
+        raise _Bad(None, f"{where}not UTF-8: byte 0x{byte:02x} at column {e.start + 1}") from None
+    return text
+
+
 def _json_row(line: str) -> dict:
     try:
-        row = json.loads(line)
+        row = json.loads(_utf8(line))
     except json.JSONDecodeError as e:
         raise _Bad(None, f"invalid JSON: {e.msg} (column {e.colno})") from None
     if not isinstance(row, dict):
@@ -125,7 +139,7 @@ def _generic(line: str, fallback_id: str, source: str) -> Question:
 def _mmlu(row: list[str], fallback_id: str, source: str) -> Question:
     if len(row) != 6:
         raise _Bad(None, f"expected 6 columns (question, A, B, C, D, answer), got {len(row)}")
-    cells = dict(zip(("question", "A", "B", "C", "D", "answer"), row))
+    cells = {name: _utf8(cell, f"column {name}: ") for name, cell in zip(("question", "A", "B", "C", "D", "answer"), row)}
     options = {letter: _text(cells, letter) for letter in "ABCD"}
     return Question(fallback_id, _text(cells, "question"), options, _letter(cells, "answer", options), source)
 
@@ -164,7 +178,7 @@ Row = tuple[str, str, Any]
 
 
 def _read_jsonl(path: Path, name: str) -> Iterator[Row]:
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8", errors="surrogateescape") as f:
         for n, line in enumerate(f, 1):
             if line.strip():
                 yield f"{path}:{n}", f"{name}-{n - 1}", line
@@ -174,16 +188,21 @@ def _read_csv(path: Path, name: str) -> Iterator[Row]:
     """One CSV or a folder of them; ids are ``<subject>-<row>`` with the ``_test`` suffix dropped."""
     for file in sorted(path.glob("*.csv")) if path.is_dir() else [path]:
         subject = file.stem.removesuffix("_test")
-        with file.open(newline="", encoding="utf-8") as f:
+        with file.open(newline="", encoding="utf-8", errors="surrogateescape") as f:
             for n, row in enumerate(csv.reader(f), 1):
                 yield f"{file}:row {n}", f"{subject}-{n - 1}", row
 
 
 def _load_json(path: Path) -> Any:
+    data = path.read_bytes()
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise BenchmarkError(f"{path}:{line}: not UTF-8: byte 0x{data[e.start]:02x} at column {column}") from None
     except json.JSONDecodeError as e:
-        raise BenchmarkError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        raise BenchmarkError(f"{path}:{e.lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
 
 
 def _read_pubmedqa(path: Path, name: str) -> Iterator[Row]:
@@ -221,7 +240,7 @@ def _detect(path: Path) -> str:
         return "bioasq" if isinstance(data, dict) and "questions" in data else "pubmedqa"
     if path.suffix != ".jsonl":
         raise BenchmarkError(f"{path}: unknown file type (expected .jsonl, .json, .csv or a folder of .csv)")
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8", errors="surrogateescape") as f:
         for line in f:
             try:
                 row = json.loads(line)
@@ -277,7 +296,7 @@ def load_benchmark(name_or_path: str, *, limit: int | None = None, shard: tuple[
     read, parse = FORMATS[fmt]
     questions: list[Question] = []
     seen: set[str] = set()
-    skipped = 0
+    skipped: list[str] = []
     for where, fallback_id, raw in read(path, name):
         try:
             question = parse(raw, fallback_id, name)
@@ -286,7 +305,7 @@ def load_benchmark(name_or_path: str, *, limit: int | None = None, shard: tuple[
         except _Bad as bad:
             if not skip_bad:
                 raise BenchmarkError(f"{where}: {bad}") from None
-            skipped += 1
+            skipped.append(f"{where}: {bad}")
             continue
         if question is not None:
             seen.add(question.id)

@@ -32,6 +32,7 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 
 def _eval_config(args: argparse.Namespace):
+    from eval.checks import check_eval_config
     from eval.run import EvalConfig, eval_config
     from search.engine import SearchConfig
 
@@ -40,7 +41,10 @@ def _eval_config(args: argparse.Namespace):
     data["search"] = {f.name: getattr(args, f.name) for f in fields(SearchConfig)
                       if getattr(args, f.name, None) is not None}
     recipe = args.recipe or getattr(args, "recipe_default", None)
-    return eval_config({"recipe": recipe, **data} if recipe else data, "command line")
+    cfg = eval_config({"recipe": recipe, **data} if recipe else data, "command line")
+    given = [k for k in data if k != "search"] + [f"search.{k}" for k in data["search"]]
+    check_eval_config(cfg, given)
+    return cfg
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
@@ -49,14 +53,14 @@ def cmd_eval(args: argparse.Namespace) -> None:
     if args.suite:
         from eval.suite import run_suite
         given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
-                 if v is not None and k not in ("suite", "shard", "func", "command", "recipe_default")]
+                 if v not in (None, False) and k not in ("suite", "shard", "func", "command", "recipe_default")]
         if given:
             raise UserError(f"--suite: runs take their settings from the suite file; drop {' '.join(given)}")
         for s in run_suite(args.suite, args.shard):
             print(f"{s['method']:>11} {s['benchmark']:<13} {s['policy']:<22} accuracy {s['accuracy']:.3f} (n {s['n']})")
         return
     cfg = _eval_config(args)
-    summary = run_eval(cfg)
+    summary = run_eval(cfg, force_new=args.force_new)
     _table(f"{cfg.method} on {cfg.benchmark} ({cfg.policy})", summary,
            {"n": "n", "accuracy": "accuracy", "stderr": "± s.e.", "forced": "forced",
             "tokens_per_question": "tokens/q", "seconds_per_question": "s/q", "searches_per_question": "searches/q"})
@@ -107,6 +111,8 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     cfg = load_config(TrainConfig, "train", args.recipe, vars(args))
     metrics = train(cfg)
+    if metrics is None:         # not the main process of an `accelerate launch`: it reports
+        return
     print(json.dumps({"untrained": metrics["initial"], "trained": metrics["final"]}, indent=2))
     print(f"reward agent: {cfg.out} (use --reward-agent {cfg.out})")
 
@@ -234,6 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int)
     p.add_argument("--shard", help="i/n: this machine's share of the questions")
     p.add_argument("--skip-bad", dest="skip_bad", action="store_true", default=None)
+    p.add_argument("--force-new", dest="force_new", action="store_true",
+                   help="--out holds records made with other settings: set them aside (*.replaced-TIME) and start afresh")
     p.add_argument("--max-active", dest="max_active", type=int, help="questions in the queue at once")
     p.add_argument("--suite", help="a grid of runs: a name in eval/suites (e.g. report-cpu) or a YAML file")
     p.set_defaults(func=cmd_eval)
@@ -289,7 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", dest="batch_size", type=int)
     p.add_argument("--grad-accum", dest="grad_accum", type=int)
     p.add_argument("--save-every", dest="save_every", type=int)
-    p.add_argument("--device")
+    p.add_argument("--device", help="cpu forces the CPU; default: what the Trainer or accelerate launch picks")
+    p.add_argument("--report-to", dest="report_to", help="the Trainer's loggers: none | tensorboard | wandb")
     p.add_argument("--seed", type=int)
     p.set_defaults(func=cmd_train)
 
@@ -373,7 +382,8 @@ def run_command(args: argparse.Namespace) -> int:
             print(f"pra {args.command}: error: {line}", file=sys.stderr)
         return 2
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as err:
-        print(f"pra {args.command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
+        print(f"pra {args.command}: error: " + (f"{err.filename}: {err.strerror}" if err.filename else str(err)),
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"pra {args.command}: interrupted", file=sys.stderr)

@@ -11,6 +11,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from pra.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ EMBEDDED: dict[str, EmbeddedModel] = {m.name: m for m in [
 ]}
 
 
-class ModelNotAvailable(RuntimeError):
+class ModelNotAvailable(UserError, RuntimeError):
     pass
 
 
@@ -91,6 +92,7 @@ def _dequantize(model: EmbeddedModel, out: Path) -> None:
     for attr in ("quantization_config",):
         if hasattr(config, attr):
             delattr(config, attr)
+    config.architectures = [type(lm).__name__]
     config.save_pretrained(tmp)
     lm.generation_config.save_pretrained(tmp)
     tok.save_pretrained(tmp)
@@ -107,7 +109,60 @@ def resolve(name_or_path: str) -> str:
     out = cache_dir() / "models" / model.name
     if not (out / "model.safetensors").exists():
         _dequantize(model, out)
+    _name_architecture(out / "config.json")
     return str(out)
+
+
+def _name_architecture(config_file: Path) -> None:
+    """Caches written before configs named their architecture get it: without ``architectures`` vLLM
+    and other HF-format readers load a bare decoder (``LlamaModel``) rather than the causal LM."""
+    import json
+
+    config = json.loads(config_file.read_text())
+    if config.get("architectures"):
+        return
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    config["architectures"] = [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[config["model_type"]]]
+    tmp = config_file.with_name(config_file.name + ".tmp")
+    tmp.write_text(json.dumps(config, indent=2) + "\n")
+    tmp.replace(config_file)
+
+
+def hub_unreachable() -> bool:
+    """True when the model hub cannot be asked: ``HF_HUB_OFFLINE`` is set, or a 2-second connection to
+    it fails (so a bad name is reported at once rather than after the hub client's minute of retries)."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return True
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=2).close()
+    except OSError:
+        return True
+    return False
+
+
+def model_problem(name: str, flag: str) -> str | None:
+    """Why ``name`` (given as ``flag``) names no model this machine can load, or None if it may: an
+    embedded name, a model folder, or a hub id that is cached or, with the hub reachable, downloadable."""
+    if name in EMBEDDED:
+        return None
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return None if (path / "config.json").exists() else f"{flag} {name}: a folder without config.json"
+    known = f"embedded models: {', '.join(EMBEDDED)}"
+    if name.startswith(("/", ".", "~")) or name.count("/") > 1 or path.suffix:
+        return f"{flag} {name}: no such model folder ({known})"
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(name, "config.json"), str) or not hub_unreachable():
+        return None
+    return f"{flag} {name}: not an embedded model or a folder, and not in the hub cache while the hub is unreachable ({known})"
 
 
 AGENTS_DIR = Path(__file__).parent / "agents"

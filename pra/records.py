@@ -5,9 +5,10 @@ import json
 import os
 from pathlib import Path
 from typing import Any, Iterator
+from pra.errors import UserError
 
 
-class RecordFileError(ValueError):
+class RecordFileError(UserError):
     pass
 
 
@@ -31,9 +32,10 @@ def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
 class JsonlWriter:
     """Appends one JSON object per line and flushes it to disk at once; knows which ids are done."""
 
-    def __init__(self, path: str | Path, key: str = "id"):
+    def __init__(self, path: str | Path, key: str = "id", stamp: dict[str, Any] | None = None):
         self.path = Path(path)
         self.key = key
+        self.stamp = stamp or {}      # fields every record gets (a run's settings fingerprint)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._repair_tail()
         self.done: set[str] = {str(r[key]) for r in read_records(self.path)}
@@ -54,7 +56,7 @@ class JsonlWriter:
         rid = str(record[self.key])
         if rid in self.done:
             return
-        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._fh.write(json.dumps({**record, **self.stamp}, ensure_ascii=False) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
         self.done.add(rid)

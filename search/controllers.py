@@ -12,6 +12,7 @@ from typing import Callable, Protocol, Sequence
 
 from pra.prompts import policy_messages
 from pra.types import Question
+from pra.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -109,23 +110,41 @@ def score_steps(name: str, actions: Sequence[float | None], proposals: Sequence[
     return out
 
 
-def load_pulse(arg: str, policy) -> Pulse:
-    """``PATH[:threshold]``: the probe file, and a threshold overriding the one chosen on validation."""
+def parse_controller(spec: str) -> tuple[str, str | None, float | None]:
+    """``--search`` checked without loading anything: (name, probe path for pulse, θ or None)."""
+    name, _, arg = spec.partition(":")
+    path, theta = None, None
+    if name == "pulse":
+        path, _, last = arg.rpartition(":")
+        try:
+            theta = float(last)
+        except ValueError:
+            path = arg
+        if not path:
+            raise UserError("--search pulse:PATH[:θ] needs the probe file (from `pra probe train`)")
+    elif name in ("threshold", "rsus"):
+        try:
+            theta = float(arg) if arg else None
+        except ValueError:
+            raise UserError(f"--search {name}:θ needs a number, got {arg!r}") from None
+    elif name not in ("always", "never", "sample") or arg:
+        raise UserError(f"--search: unknown search controller {spec!r}; use always, never, threshold:θ, sample, "
+                        "pulse:PATH[:θ] or rsus[:θ]")
+    if theta is not None and not 0 <= theta <= 1:
+        raise UserError(f"--search {spec}: θ must be between 0 and 1, got {theta}")
+    return name, path, theta
+
+
+def load_pulse(path: str, threshold: float | None, policy) -> Pulse:
+    """The probe file, and a threshold overriding the one chosen on validation."""
     from pra.pulse.extract import StepReader
     from pra.pulse.probe import Probe
 
-    path, _, last = arg.rpartition(":")
-    try:
-        threshold: float | None = float(last)
-    except ValueError:
-        path, threshold = arg, None
-    if not path:
-        raise ValueError("--search pulse:PATH[:threshold] needs the probe file (from `pra probe train`)")
     if policy is None:
         raise ValueError("the PULSE controller reads the policy's hidden states; it needs the policy")
     probe = Probe.load(path)
     if probe.backbone != policy.name:
-        raise ValueError(f"{path}: probe trained on {probe.backbone}'s states, but the policy is {policy.name}")
+        raise UserError(f"{path}: probe trained on {probe.backbone}'s states, but the policy is {policy.name}")
     return Pulse(probe, StepReader.from_backend(policy), policy.render, policy.has_chat_template,
                  probe.threshold if threshold is None else threshold)
 
@@ -134,30 +153,17 @@ def make_controller(spec: str, seed: int = 0, policy=None, bm25=None) -> SearchC
     """``always`` | ``never`` | ``threshold:0.5`` | ``sample`` | ``pulse:PATH[:threshold]`` (PULSE needs
     the policy, whose hidden states it reads) | ``rsus[:threshold]`` (needs the policy and a BM25
     retriever)."""
-    name, _, arg = spec.partition(":")
+    name, path, theta = parse_controller(spec)
     if name == "pulse":
-        return load_pulse(arg, policy)
+        return load_pulse(path, theta, policy)
     if name == "rsus":
         from search.rsus import RSUS, RSUSConfig
 
         if policy is None or bm25 is None:
             raise ValueError("the RSUS controller asks the policy and a BM25 index; it needs both")
-        try:
-            config = RSUSConfig(seed=seed, **({"threshold": float(arg)} if arg else {}))
-        except ValueError:
-            raise ValueError(f"rsus threshold must be a number, got {arg!r}") from None
-        return RSUS(policy, bm25, config)
-    if name == "always":
-        return Always()
-    if name == "never":
-        return Never()
+        return RSUS(policy, bm25, RSUSConfig(seed=seed, **({"threshold": theta} if theta is not None else {})))
     if name == "threshold":
-        try:
-            theta = float(arg or 0.5)
-        except ValueError:
-            raise ValueError(f"--search threshold:θ needs a number, got {arg!r}") from None
-        return Threshold(theta)
+        return Threshold(0.5 if theta is None else theta)
     if name == "sample":
         return Sample(seed)
-    raise ValueError(f"unknown search controller {spec!r}; use always, never, threshold:θ, sample, "
-                     f"pulse:PATH or rsus[:θ]")
+    return Always() if name == "always" else Never()

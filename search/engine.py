@@ -66,10 +66,23 @@ class Candidate:
     wants_search: bool = False    # the controller asked for evidence; SEARCH clears it
     docs: tuple[tuple[str, str], ...] = ()   # evidence for the newest step, shown to the reward agent
     forced: bool = False          # the answer was read from the logits after the step limit
+    parent: int | None = None     # the Trace.tree index of the kept candidate this one extends
+    node: int | None = None       # its own Trace.tree index, once its step has been ranked
 
     @property
     def texts(self) -> list[str]:
         return [s.text for s in self.steps]
+
+
+@dataclass
+class Node:
+    """One candidate step as the prune ranked it, kept or not: the beam search tree, for viewing."""
+    parent: int | None            # index in Trace.tree of the step it extends; None for a first step
+    depth: int
+    step: Step
+    score: float
+    answer: str | None
+    kept: bool
 
 
 @dataclass
@@ -85,6 +98,7 @@ class Trace:
     forced: bool = False
     prediction: str | None = None
     stats: Counter = field(default_factory=Counter)   # candidates, searches, tokens, seconds per stage
+    tree: list[Node] = field(default_factory=list)    # every ranked candidate (reward-agent search only)
 
     @property
     def best(self) -> Candidate:
@@ -172,7 +186,7 @@ class Engine:
                     answer = extract_answer(text, t.question.letters)
                     # An empty step means the policy has nothing more to say: the trace ends unanswered.
                     t.candidates.append(Candidate(
-                        steps=parent.steps + [Step(text)], score=parent.score, answer=answer,
+                        steps=parent.steps + [Step(text)], score=parent.score, answer=answer, parent=parent.node,
                         finished=answer is not None or not text,
                         scored=self.reward_agent is None))
                     t.stats["candidates"] += 1
@@ -226,6 +240,11 @@ class Engine:
         else:
             ranked = sorted(t.candidates, key=lambda c: c.score, reverse=True)  # stable: ties keep order
             t.beam = ranked[: self.config.beam_width]
+            kept = {id(c) for c in t.beam}
+            for c in t.candidates:
+                if c.node is None:    # new at this depth; a finished candidate carried along is already in
+                    c.node = len(t.tree)
+                    t.tree.append(Node(c.parent, t.depth, c.steps[-1], round(c.score, 4), c.answer, id(c) in kept))
         t.candidates = []
         if all(c.finished for c in t.beam) or t.depth >= self.config.max_steps:
             t.stage = Stage.DONE

@@ -26,8 +26,11 @@ from pra.pulse.extract import StepReader, step_text
 from pra.pulse.features import concat
 from pra.steps import STEP_STOPS, content_words, extract_answer
 from pra.types import Question, Step
+from pra.errors import UserError
 
 MODES = ("front", "step", "ircot")
+
+
 @dataclass
 class PulseConfig:
     mode: str = "front"            # front | step | ircot
@@ -56,11 +59,11 @@ class PulseTrace:
 class PulseDecoder:
     def __init__(self, policy: LMBackend, retriever, config: PulseConfig, probe=None, threshold: float | None = None):
         if config.mode not in MODES:
-            raise ValueError(f"PULSE decoding mode must be one of {', '.join(MODES)}, got {config.mode!r}")
+            raise UserError(f"PULSE decoding mode must be one of {', '.join(MODES)}, got {config.mode!r}")
         if config.mode != "ircot" and probe is None:
-            raise ValueError(f"--method pulse-{config.mode} needs a probe: --search pulse:PATH[:threshold]")
+            raise UserError(f"--method pulse-{config.mode} needs a probe: --search pulse:PATH[:threshold]")
         if probe is not None and probe.backbone != policy.name:
-            raise ValueError(f"the probe reads {probe.backbone}'s states, but the policy is {policy.name}")
+            raise UserError(f"the probe reads {probe.backbone}'s states, but the policy is {policy.name}")
         self.policy, self.retriever, self.config = policy, retriever, config
         self.probe = probe
         self.threshold = probe.threshold if threshold is None and probe is not None else threshold

@@ -13,11 +13,12 @@ import json
 from pathlib import Path
 
 from pra.types import Question, ScoredTrace
+from pra.errors import MissingFile, UserError
 
 FIELDS = ("id", "question_id", "question", "options", "gold", "steps", "quality")
 
 
-class PoolError(ValueError):
+class PoolError(UserError):
     """A pool line the method cannot use: names the file, the line and the field."""
 
 
@@ -39,7 +40,7 @@ def _trace(row: dict, where: str) -> ScoredTrace:
 def load_pool(path: str | Path) -> list[ScoredTrace]:
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no qwc pool (make one with python -m eval.qwc_pool)")
+        raise MissingFile(f"{path}: no qwc pool (make one with python -m eval.qwc_pool)")
     pool = []
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -55,8 +56,8 @@ def load_pool(path: str | Path) -> list[ScoredTrace]:
 def select(pool: list[ScoredTrace], k: int = 2) -> tuple[ScoredTrace, ...]:
     """The k/2 highest-quality traces, best first, then the k/2 lowest, worst last (ties: pool order)."""
     if k < 2 or k % 2:
-        raise ValueError(f"qwc takes an even number of examples k >= 2 (k/2 high, k/2 low), got {k}")
+        raise UserError(f"qwc takes an even number of examples k >= 2 (k/2 high, k/2 low), got {k}")
     if len(pool) < k:
-        raise ValueError(f"the qwc pool holds {len(pool)} traces, fewer than k={k}")
+        raise UserError(f"the qwc pool holds {len(pool)} traces, fewer than k={k}")
     ranked = sorted(pool, key=lambda t: -t.quality)
     return tuple(ranked[:k // 2] + ranked[-(k // 2):])

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pra.errors import MissingFile, UserError
 
 RECIPES = Path(__file__).parent / "recipes"
 
@@ -74,7 +75,8 @@ class TrainConfig:
     eval_every: int | None = None        # optimizer steps between validations (also at start and end)
     keep: int = 2                        # checkpoints kept
     seed: int = 0
-    device: str | None = None            # default: cuda when available
+    device: str | None = None            # "cpu" forces the CPU; default: what the Trainer (or accelerate launch) picks
+    report_to: str = "none"              # the Trainer's loggers: none | tensorboard | wandb | ... (log.jsonl always)
 
 
 def recipe_path(recipe: str) -> Path:
@@ -82,7 +84,7 @@ def recipe_path(recipe: str) -> Path:
     for path in (Path(recipe), RECIPES / f"{recipe}.yaml"):
         if path.is_file():
             return path
-    raise FileNotFoundError(f"no recipe file {recipe!r} (and no training/recipes/{recipe}.yaml)")
+    raise MissingFile(f"no recipe file {recipe!r} (and no training/recipes/{recipe}.yaml)")
 
 
 def load_config(cls: type, section: str, recipe: str | None, overrides: dict[str, Any]):
@@ -93,6 +95,6 @@ def load_config(cls: type, section: str, recipe: str | None, overrides: dict[str
         data = (yaml.safe_load(path.read_text()) or {}).get(section) or {}
         unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
-            raise ValueError(f"{path}: unknown {section} field(s) {', '.join(sorted(unknown))}")
+            raise UserError(f"{path}: unknown {section} field(s) {', '.join(sorted(unknown))}")
     data.update({f.name: overrides[f.name] for f in fields(cls) if overrides.get(f.name) is not None})
     return cls(**data)

@@ -22,6 +22,7 @@ from pra.records import read_records
 from pra.reward_agent import ScoreRequest, render_prompt
 from pra.types import Question
 from training.label import with_search_labels
+from pra.errors import UserError
 
 REWARD_LABELS = {"judge": "judge_label", "rollout": "rollout_label", "soft": "soft_label"}
 SEARCH_LABELS = ("always", "margin")
@@ -38,17 +39,17 @@ class Example:
 
 def load_examples(path: str | Path, reward_label: str = "judge", search_label: str = "always") -> list[Example]:
     if reward_label not in REWARD_LABELS or search_label not in SEARCH_LABELS:
-        raise ValueError(f"reward_label: one of {', '.join(REWARD_LABELS)}; search_label: one of "
+        raise UserError(f"reward_label: one of {', '.join(REWARD_LABELS)}; search_label: one of "
                          f"{', '.join(SEARCH_LABELS)} (got {reward_label!r}, {search_label!r})")
     records = with_search_labels(read_records(path))
     if not records:
-        raise ValueError(f"{path}: no labelled steps")
+        raise UserError(f"{path}: no labelled steps")
     key = REWARD_LABELS[reward_label]
     missing = [r["id"] for r in records if r.get(key) is None or
                (search_label == "margin" and r.get("search_label") is None)]
     if missing:
         needs = "the judge's margin shift" if search_label == "margin" else f"{key!r}"
-        raise ValueError(f"{path}: {len(missing)} step(s) lack {needs} (e.g. {missing[0]}); "
+        raise UserError(f"{path}: {len(missing)} step(s) lack {needs} (e.g. {missing[0]}); "
                          f"label them with that teacher or pick another label setting")
     target = {r["id"]: float(r[key]) for r in records}
     examples = []

@@ -33,6 +33,7 @@ from pra.steps import extract_answer
 from pra.types import Message, Question, Step
 from search.engine import Candidate, Engine, SearchConfig, Trace, search_query
 from training.config import LabelConfig
+from pra.errors import UserError
 
 TEACHERS = ("judge", "rollout")
 JUDGE_SYSTEM = "You are a medical expert who grades students' reasoning strictly."
@@ -222,7 +223,7 @@ def _check_settings(path: Path, cfg: LabelConfig, purpose: str) -> None:
     label_settings = lambda d: {k: v for k, v in d.items() if k not in PACING}
     now = {**({"purpose": purpose} if purpose == "detection" else {}), **json.loads(json.dumps(asdict(cfg)))}
     if path.exists() and label_settings(json.loads(path.read_text())) != label_settings(now):
-        raise ValueError(f"{path.parent} holds labels made with other settings; resume with the same ones or use a new out")
+        raise UserError(f"{path.parent} holds labels made with other settings; resume with the same ones or use a new out")
     path.write_text(json.dumps(now, indent=2))
 
 
@@ -232,14 +233,14 @@ def run_label(cfg: LabelConfig, policy: LMBackend | None = None, judge: LMBacken
     (also written to ``out/label_stats.json``). ``purpose``: "training" takes training questions only;
     "detection" (``pra probe label``) takes evaluation sets only, for detection metrics, never training."""
     if purpose not in ("training", "detection"):
-        raise ValueError(f"purpose must be training or detection, got {purpose!r}")
+        raise UserError(f"purpose must be training or detection, got {purpose!r}")
     if purpose == "training" and cfg.benchmark in EVAL_BENCHMARKS:
-        raise ValueError(f"{cfg.benchmark!r} is an evaluation set; label training questions (medmcqa-train)")
+        raise UserError(f"{cfg.benchmark!r} is an evaluation set; label training questions (medmcqa-train)")
     if purpose == "detection" and cfg.benchmark not in EVAL_BENCHMARKS:
-        raise ValueError(f"{cfg.benchmark!r} is not an evaluation set; label training questions with `pra label`")
+        raise UserError(f"{cfg.benchmark!r} is not an evaluation set; label training questions with `pra label`")
     unknown = set(cfg.teachers) - set(TEACHERS)
     if unknown or not cfg.teachers:
-        raise ValueError(f"teachers must be one or both of {', '.join(TEACHERS)}, got {cfg.teachers}")
+        raise UserError(f"teachers must be one or both of {', '.join(TEACHERS)}, got {cfg.teachers}")
     shard = parse_shard(cfg.shard) if cfg.shard else None
     load = load_benchmark if purpose == "training" else load_eval_benchmark
     questions = {q.id: q for q in load(cfg.benchmark, limit=cfg.limit, shard=shard).questions}

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from pra.models import AGENTS_DIR
+from pra.errors import MissingFile
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
@@ -89,7 +90,7 @@ Licenses: SmolLM2 (Apache-2.0), MedMCQA (MIT), MedQuAD passages in `medcorp-mini
 def ship(run: Path, name: str, recipe: str) -> Path:
     missing = [f for f in ADAPTER_FILES + ("metrics.json", "training_args.json") if not (run / f).exists()]
     if missing:
-        raise FileNotFoundError(f"{run}: no {', '.join(missing)}; is it a finished LoRA `pra train` run?")
+        raise MissingFile(f"{run}: no {', '.join(missing)}; is it a finished LoRA `pra train` run?")
     args = json.loads((run / "training_args.json").read_text())
     metrics = json.loads((run / "metrics.json").read_text())
     labels = Path(args["labels"]).parent

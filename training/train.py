@@ -6,40 +6,44 @@ softmax over those two logits, so the loss is the readouts' own log-likelihood; 
 whole vocabulary would also spend its gradient on pushing mass onto the digits, which no readout looks
 at, and could not take the soft rollout labels as targets the way the two-way form does.
 
-A plain PyTorch loop: micro-batches with gradient accumulation, AdamW, a transformers scheduler,
-autocast for bf16. The data order is a function of the seed and the epoch, so a checkpoint (weights,
-optimizer, scheduler, step, RNG state) is all a resumed run needs to continue the same trajectory.
+The loop is transformers' ``Trainer`` with this loss as its ``compute_loss`` (TRL's ``SFTTrainer`` is a
+token-level LM loss over text datasets; the slot loss reads two positions of pre-encoded prompts, so it
+needs the plain ``Trainer`` TRL builds on). Under ``accelerate launch`` that gives multi-GPU, DeepSpeed
+and FSDP; ``report_to`` gives the standard loggers. Checkpoints are the Trainer's
+(``checkpoints/checkpoint-N``: adapter, optimizer, scheduler, RNG, data position); a run started again on
+the same ``out`` resumes from the last whole one on the same trajectory.
 """
 from __future__ import annotations
 
 import json
 import math
-import random
-import shutil
 import statistics
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
+from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from pra.records import JsonlWriter, read_records
 from pra.reward_agent import RewardAgent
 from training.config import TrainConfig
 from training.dataset import Example, encode, load_examples, split_by_question
+from pra.errors import UserError
 
 
-def slot_logits(model, batch: list[list[int]], pad_id: int, digit_ids: list[int]) -> torch.Tensor:
-    """[rows, slot, digit] logits of a batch of encoded examples. Left padding puts every row's two
-    slots in the same columns: the last prompt token (third from the end) and ``,`` (the last)."""
+def pad_left(batch: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Model inputs of encoded examples. Left padding puts every row's two slots in the same columns:
+    the last prompt token (third from the end) and ``,`` (the last)."""
     width = max(map(len, batch))
-    dev = model.device
-    ids = torch.tensor([[pad_id] * (width - len(x)) + x for x in batch], device=dev)
-    mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in batch], device=dev)
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=3).logits
+    ids = torch.tensor([[pad_id] * (width - len(x)) + x for x in batch])
+    mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in batch])
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+
+
+def slot_logits(model, inputs: dict[str, torch.Tensor], digit_ids: list[int]) -> torch.Tensor:
+    """[rows, slot, digit] logits of ``pad_left`` inputs (on the model's device)."""
+    logits = model(**inputs, logits_to_keep=3).logits
     return logits[:, [0, 2]][:, :, digit_ids].float()
 
 
@@ -71,16 +75,6 @@ def validate(backend, examples: list[Example], max_doc_chars: int) -> dict[str, 
                                                 for r, e in zip(readouts, examples))}
 
 
-def micro_batches(n: int, batch_size: int, epochs: int, seed: int) -> list[list[int]]:
-    """Every epoch's shuffled order cut into micro-batches; a function of the seed alone."""
-    out = []
-    for epoch in range(epochs):
-        order = list(range(n))
-        random.Random(seed * 1000 + epoch).shuffle(order)
-        out += [order[i:i + batch_size] for i in range(0, n, batch_size)]
-    return out
-
-
 def with_adapter(model, cfg: TrainConfig):
     if not cfg.lora:
         return model
@@ -102,108 +96,129 @@ def export(model, tokenizer, folder: Path, cfg: TrainConfig) -> None:
         tokenizer.save_pretrained(folder)
 
 
-def save_checkpoint(run: Path, step: int, model, tokenizer, optimizer, scheduler, cfg: TrainConfig) -> Path:
-    """``checkpoints/step-N``: the agent, its trainable weights, optimizer, scheduler, step and RNG,
-    written to a temporary folder and renamed, so a stop mid-write leaves the last checkpoint whole."""
-    folder = run / "checkpoints" / f"step-{step:06d}"
-    tmp = folder.with_name(".tmp-" + folder.name)
-    shutil.rmtree(tmp, ignore_errors=True)
-    export(model, tokenizer, tmp, cfg)
-    torch.save({"step": step, "trainable": {n: p.detach() for n, p in model.named_parameters() if p.requires_grad},
-                "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
-               tmp / "state.pt")
-    tmp.rename(folder)
-    for old in sorted(folder.parent.glob("step-*"))[:-cfg.keep]:
-        shutil.rmtree(old)
-    return folder
+class SlotCollator:
+    """Left-padded model inputs plus the two targets of each example."""
+
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        return {**pad_left([r["input_ids"] for r in rows], self.pad_id),
+                "reward": torch.tensor([r["reward"] for r in rows], dtype=torch.float32),
+                "search": torch.tensor([r["search"] for r in rows])}
 
 
-def load_checkpoint(folder: Path, model, optimizer, scheduler) -> int:
-    state = torch.load(folder / "state.pt", map_location=model.device, weights_only=True)
-    model.load_state_dict(state["trainable"], strict=False)
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    torch.set_rng_state(state["rng"].cpu())
-    if state["cuda_rng"] is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
-    return state["step"]
+class SlotLossTrainer(Trainer):
+    """The slot loss as the Trainer's loss, summed and divided by the examples of the whole accumulated
+    batch: a short last micro-batch weighs by its examples, not as a full one."""
+    loss_is_scaled_for_ga = True
+
+    def __init__(self, *args, digit_ids: list[int], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.digit_ids = digit_ids
+
+    def _get_num_items_in_batch(self, batch_samples: list, device: torch.device) -> int:
+        return sum(len(b["reward"]) for b in batch_samples)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        logits = slot_logits(model, {k: inputs[k] for k in ("input_ids", "attention_mask", "position_ids")},
+                             self.digit_ids)
+        loss = slot_loss(logits, inputs["reward"], inputs["search"]).sum() / (num_items_in_batch or len(logits))
+        return (loss, logits) if return_outputs else loss
 
 
-def train(cfg: TrainConfig) -> dict[str, Any]:
-    """Train (or resume training) the reward agent into ``cfg.out``; returns ``metrics.json``."""
-    from transformers import get_scheduler
+class HeldOutLog(TrainerCallback):
+    """``log.jsonl``: every optimizer step's loss, and the held-out metrics at step 0 (the untrained
+    backbone), every ``eval_every`` steps and at the end. Written by the main process only; ids already
+    there (a resumed run repeats the steps after its checkpoint) are kept as they were."""
 
+    def __init__(self, backend, val_set: list[Example], cfg: TrainConfig, log: JsonlWriter):
+        self.backend, self.val_set, self.cfg, self.log = backend, val_set, cfg, log
+
+    def evaluate(self, step: int) -> None:
+        if f"eval-{step}" not in self.log.done:
+            self.log.write({"id": f"eval-{step}", "step": step,
+                            **validate(self.backend, self.val_set, self.cfg.max_doc_chars)})
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.evaluate(0)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        every = self.cfg.eval_every
+        if state.is_world_process_zero and every and state.global_step % every == 0:
+            self.evaluate(state.global_step)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs and "loss" in logs:
+            self.log.write({"id": f"step-{state.global_step}", "step": state.global_step, "loss": logs["loss"],
+                            "lr": logs.get("learning_rate"), "grad_norm": logs.get("grad_norm")})
+
+
+def last_checkpoint(folder: Path) -> Path | None:
+    """The newest whole checkpoint: the Trainer writes ``trainer_state.json`` last, so a folder without it
+    is a write cut short."""
+    whole = [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()
+             and (p / "trainer_state.json").exists()]
+    return max(whole, key=lambda p: int(p.name.split("-")[-1]), default=None)
+
+
+def training_arguments(cfg: TrainConfig, run: Path) -> TrainingArguments:
+    """The recipe's settings in the Trainer's terms (``warmup_steps`` is capped once the steps are known)."""
+    return TrainingArguments(
+        output_dir=str(run / "checkpoints"), per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.grad_accum, num_train_epochs=cfg.epochs, max_steps=cfg.max_steps or -1,
+        learning_rate=cfg.lr, lr_scheduler_type=cfg.scheduler, warmup_steps=cfg.warmup_steps,
+        weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, bf16=cfg.bf16,
+        save_strategy="steps", save_steps=cfg.save_every, save_total_limit=cfg.keep, logging_steps=1,
+        report_to=cfg.report_to, seed=cfg.seed, data_seed=cfg.seed, remove_unused_columns=False,
+        use_cpu=cfg.device == "cpu", dataloader_pin_memory=False, disable_tqdm=False)
+
+
+def optimizer_steps(cfg: TrainConfig, examples: int, world_size: int) -> int:
+    """As the Trainer counts them: each epoch's micro-batches in groups of ``grad_accum``, the last
+    group possibly short."""
+    per_epoch = math.ceil(math.ceil(examples / (cfg.batch_size * world_size)) / cfg.grad_accum)
+    return min(per_epoch * cfg.epochs, cfg.max_steps) if cfg.max_steps else per_epoch * cfg.epochs
+
+
+def train(cfg: TrainConfig) -> dict[str, Any] | None:
+    """Train (or resume training) the reward agent into ``cfg.out``; returns ``metrics.json`` (None on
+    the other processes of a multi-process launch)."""
     from pra.backends.transformers_backend import TransformersBackend
 
-    torch.manual_seed(cfg.seed)
     run = Path(cfg.out)
-    run.mkdir(parents=True, exist_ok=True)
-    backend = TransformersBackend(cfg.base, batch_size=16, dtype="float32", device=cfg.device)
     train_set, val_set = split_by_question(load_examples(cfg.labels, cfg.reward_label, cfg.search_label),
                                            cfg.val_fraction, cfg.seed)
+    args = training_arguments(cfg, run)
+    backend = TransformersBackend(cfg.base, batch_size=16, dtype="float32", device=str(args.device))
     encoded = [(encode(backend, e, cfg.max_doc_chars), e) for e in train_set]
-    kept = [(ids, e) for ids, e in encoded if len(ids) <= cfg.max_tokens]
+    kept = [{"input_ids": ids, "reward": e.reward, "search": e.search} for ids, e in encoded if len(ids) <= cfg.max_tokens]
     if not kept:
-        raise ValueError(f"no training example fits in max_tokens={cfg.max_tokens}")
-    batches = micro_batches(len(kept), cfg.batch_size, cfg.epochs, cfg.seed)
-    steps = math.ceil(len(batches) / cfg.grad_accum)
-    steps = min(steps, cfg.max_steps) if cfg.max_steps else steps
-    args = {**asdict(cfg), "train_examples": len(kept), "dropped_too_long": len(encoded) - len(kept),
-            "val_examples": len(val_set), "val_questions": len({e.question_id for e in val_set}),
-            "optimizer_steps": steps, "effective_batch": cfg.batch_size * cfg.grad_accum}
+        raise UserError(f"no training example fits in max_tokens={cfg.max_tokens}")
+    steps = optimizer_steps(cfg, len(kept), args.world_size)
+    args.warmup_steps = min(cfg.warmup_steps, steps)
+    record = {**asdict(cfg), "train_examples": len(kept), "dropped_too_long": len(encoded) - len(kept),
+              "val_examples": len(val_set), "val_questions": len({e.question_id for e in val_set}),
+              "optimizer_steps": steps, "effective_batch": cfg.batch_size * cfg.grad_accum * args.world_size}
     previous = run / "training_args.json"
-    if previous.exists() and json.loads(previous.read_text()) != json.loads(json.dumps(args)):
-        raise ValueError(f"{run} holds a run with other settings or data; resume with the same ones or use a new out")
-    previous.write_text(json.dumps(args, indent=2))
+    if args.process_index == 0:
+        if previous.exists() and json.loads(previous.read_text()) != json.loads(json.dumps(record)):
+            raise UserError(f"{run} holds a run with other settings or data; resume with the same ones or use a new out")
+        run.mkdir(parents=True, exist_ok=True)
+        previous.write_text(json.dumps(record, indent=2))
 
     model = backend.model = with_adapter(backend.model, cfg)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
-                                  weight_decay=cfg.weight_decay)
-    scheduler = get_scheduler(cfg.scheduler, optimizer, num_warmup_steps=min(cfg.warmup_steps, steps),
-                              num_training_steps=steps)
-    found = sorted((run / "checkpoints").glob("step-*"))
-    start = load_checkpoint(found[-1], model, optimizer, scheduler) if found else 0
-    digit_ids = backend.token_ids(["0", "1"])
-    pad = backend.tokenizer.pad_token_id
     log = JsonlWriter(run / "log.jsonl")
-
-    def evaluate(step: int) -> None:
-        if f"eval-{step}" not in log.done:
-            log.write({"id": f"eval-{step}", "step": step, **validate(backend, val_set, cfg.max_doc_chars)})
-
-    if start == 0:
-        evaluate(0)      # the untrained backbone: the baseline the trained agent is compared with
-    model.train()
-    bar = tqdm(range(start, steps), initial=start, total=steps, desc="train")
-    for step in bar:
-        began = time.perf_counter()
-        group = batches[step * cfg.grad_accum:(step + 1) * cfg.grad_accum]
-        n = sum(map(len, group))
-        total = 0.0
-        for mb in group:
-            rows = [kept[i] for i in mb]
-            with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                logits = slot_logits(model, [ids for ids, _ in rows], pad, digit_ids)
-            reward = torch.tensor([e.reward for _, e in rows], device=model.device)
-            search = torch.tensor([e.search for _, e in rows], device=model.device)
-            loss = slot_loss(logits, reward, search).sum() / n
-            loss.backward()
-            total += loss.item()
-        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        done = step + 1
-        log.write({"id": f"step-{done}", "step": done, "loss": total, "lr": scheduler.get_last_lr()[0],
-                   "seconds": round(time.perf_counter() - began, 3)})
-        bar.set_postfix(loss=f"{total:.4f}")
-        if done % cfg.save_every == 0 or done == steps:
-            save_checkpoint(run, done, model, backend.tokenizer, optimizer, scheduler, cfg)
-        if cfg.eval_every and done % cfg.eval_every == 0:
-            evaluate(done)
-    evaluate(steps)
+    held_out = HeldOutLog(backend, val_set, cfg, log)
+    trainer = SlotLossTrainer(model=model, args=args, train_dataset=kept,
+                              data_collator=SlotCollator(backend.tokenizer.pad_token_id),
+                              callbacks=[held_out], digit_ids=backend.token_ids(["0", "1"]))
+    resume = last_checkpoint(run / "checkpoints")
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    if not trainer.is_world_process_zero():
+        return None
+    held_out.evaluate(steps)
     log.close()
     export(model, backend.tokenizer, run, cfg)
     records = list(read_records(run / "log.jsonl"))

@@ -15,6 +15,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from eval.report.markdown import Section, accuracy, eval_command, table  # noqa: E402
 from eval.report.runs import Run  # noqa: E402
+from pra.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def vote_curve(run: Run) -> list[Point]:
     k_max = run.width
     records = run.records
     if any(len(r.get("answers", [])) != k_max for r in records):
-        raise ValueError(f"{run.path}: records do not keep all {k_max} sampled answers")
+        raise UserError(f"{run.path}: records do not keep all {k_max} sampled answers")
     points = []
     for k in range(1, k_max + 1):
         correct = [Counter(r["answers"][:k]).most_common(1)[0][0] == r["gold"] for r in records]

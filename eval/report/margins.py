@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 from eval.report.figures import plt, save_plot
 from eval.report.markdown import Section, mean_se, table
 from pra.records import read_records
+from pra.errors import MissingFile, UserError
 
 POSITION_BINS = 4
 # Difficulty from the policy's own rollouts: share of a question's rollout answers that are gold.
@@ -35,20 +36,20 @@ def load_labels(path: Path) -> tuple[list[LabelledStep], dict[tuple[str, int], s
     labels = path / "labels.jsonl" if path.is_dir() else path
     traces = labels.parent / "traces.jsonl"
     if not labels.exists():
-        raise FileNotFoundError(f"{labels}: no labels file")
+        raise MissingFile(f"{labels}: no labels file")
     if not traces.exists():
-        raise FileNotFoundError(f"{traces}: the trace answers are needed beside {labels.name}")
+        raise MissingFile(f"{traces}: the trace answers are needed beside {labels.name}")
     steps = []
     for i, r in enumerate(read_records(labels), 1):
         for key in LABEL_FIELDS:
             if r.get(key) is None:
-                raise ValueError(f"{labels}: record {i}: field {key!r} missing")
+                raise UserError(f"{labels}: record {i}: field {key!r} missing")
         steps.append(LabelledStep(r["question_id"], int(r["trace"]), int(r["step_index"]), float(r["dm"]),
                                   tuple(r.get("rollout_answers") or ()), r["gold"]))
     answers = {}
     for i, r in enumerate(read_records(traces), 1):
         if "id" not in r or "traces" not in r:
-            raise ValueError(f"{traces}: record {i}: fields 'id' and 'traces' needed")
+            raise UserError(f"{traces}: record {i}: fields 'id' and 'traces' needed")
         for t, tr in enumerate(r["traces"]):
             answers[(r["id"], t)] = tr.get("answer")
     return steps, answers

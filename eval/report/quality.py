@@ -10,6 +10,7 @@ from pathlib import Path
 from eval.quality import CRITERIA
 from eval.report.markdown import Section, mean_se, table
 from pra.records import read_records
+from pra.errors import MissingFile, UserError
 
 LINE_FIELDS = ("run", "method", "judge", "composite", "criteria")
 SCORES = (*CRITERIA, "answer")
@@ -30,14 +31,14 @@ def quality_section(files: list[Path]) -> Section:
     groups: dict[tuple[str, str, str, str], list[dict]] = defaultdict(list)
     for path in files:
         if not path.exists():
-            raise FileNotFoundError(f"{path}: no quality file")
+            raise MissingFile(f"{path}: no quality file")
         for i, line in enumerate(read_records(path), 1):
             for key in LINE_FIELDS:
                 if key not in line:
-                    raise ValueError(f"{path}: record {i}: field {key!r} missing")
+                    raise UserError(f"{path}: record {i}: field {key!r} missing")
             lacking = [k for k in SCORES if k not in line["criteria"]]
             if lacking:
-                raise ValueError(f"{path}: record {i}: field 'criteria' lacks {lacking[0]!r}")
+                raise UserError(f"{path}: record {i}: field 'criteria' lacks {lacking[0]!r}")
             groups[(line["run"], line.get("policy") or "", line["method"], line["judge"])].append(line)
     rows = [[f"`{run}`", policy, method, judge, len(lines), _cell([l["composite"] for l in lines]),
              *(_cell([l["criteria"][k] for l in lines]) for k in SCORES)]
@@ -54,14 +55,14 @@ def _injection_result(path: Path) -> dict:
     try:
         result = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: cannot read ({err})") from None
+        raise UserError(f"{path}: cannot read ({err})") from None
     for key in ("reward_agent", "run", "traces", "modes", "all"):
         if key not in result:
-            raise ValueError(f"{path}: field {key!r} missing")
+            raise UserError(f"{path}: field {key!r} missing")
     for mode, m in [*result["modes"].items(), ("all", result["all"])]:
         for key in ("share", "n"):
             if key not in m:
-                raise ValueError(f"{path}: field {key!r} missing for mode {mode!r}")
+                raise UserError(f"{path}: field {key!r} missing for mode {mode!r}")
     return result
 
 

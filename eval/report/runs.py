@@ -11,12 +11,14 @@ from typing import Any
 
 from pra.benchmarks import load_eval_benchmark
 from eval.run import summarize
+from eval.run_folder import check_records
 from pra.records import read_records
+from pra.errors import UserError
 
 REQUIRED = ("benchmark", "method", "policy")
 
 
-class RunError(ValueError):
+class RunError(UserError):
     """A run folder the report cannot read: names the file and the field."""
 
 
@@ -122,6 +124,7 @@ def load_run(path: Path, first: int | None = None, _ids: dict[str, set[str]] | N
         if key not in config:
             raise RunError(f"{config_path}: field {key!r} missing")
     records = list(read_records(path / "records.jsonl"))
+    check_records(path / "records.jsonl", records, config.get("fingerprint"))
     for i, r in enumerate(records, 1):
         for key in ("id", "correct"):
             if key not in r:

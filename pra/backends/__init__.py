@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pra.backends.base import LMBackend
+from pra.errors import UserError
 
 BACKENDS = ("transformers", "vllm", "openai")
 
@@ -19,4 +20,4 @@ def load_policy(model: str, backend: str = "transformers", **kwargs) -> LMBacken
     if backend == "openai":
         from pra.backends.openai_backend import OpenAIBackend
         return OpenAIBackend(model=model, **kwargs)
-    raise ValueError(f"unknown policy backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    raise UserError(f"unknown policy backend {backend!r}; choose one of {', '.join(BACKENDS)}")

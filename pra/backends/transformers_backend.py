@@ -15,6 +15,7 @@ from pra.models import load_causal_lm
 from pra.backends.base import (BackendStats, Completion, LMBackend, Message, SamplingParams,
                               SlotLogprobs, cut_at_stop, render_chat)
 from pra.backends.prefix_cache import BLOCK, PrefixCache
+from pra.errors import UserError
 
 STOP_WINDOW = 8          # newest tokens decoded per step to look for a stop string
 FORWARD_COST = 32        # the fixed cost of one forward pass, in tokens of work (one CPU core, ~135M)
@@ -230,7 +231,7 @@ class TransformersBackend(LMBackend):
         for c in choices:
             tok = self.tokenizer.encode(c, add_special_tokens=False)
             if len(tok) != 1:
-                raise ValueError(f"choice {c!r} is not a single token for {self.name} ({tok})")
+                raise UserError(f"choice {c!r} is not a single token for {self.name} ({tok})")
             ids.append(tok[0])
         return ids
 

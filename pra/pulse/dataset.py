@@ -20,6 +20,7 @@ from pra.pulse.extract import StepReader, StepReadout, step_text
 from pra.pulse.features import TRAJECTORY_FIELDS, Trajectory
 from pra.records import JsonlWriter, read_records
 from pra.types import Question
+from pra.errors import MissingFile, UserError
 
 LABELS = ("judge", "rollout")
 PURPOSES = ("train", "detection")   # detection: labels of evaluation traces, never to train on
@@ -31,13 +32,13 @@ def labels_purpose(labels_path: Path) -> str:
     config = labels_path.parent / "label_config.json"
     purpose = json.loads(config.read_text()).get("purpose", "train") if config.exists() else "train"
     if purpose not in PURPOSES:
-        raise ValueError(f"{config}: field 'purpose' must be one of {', '.join(PURPOSES)}, got {purpose!r}")
+        raise UserError(f"{config}: field 'purpose' must be one of {', '.join(PURPOSES)}, got {purpose!r}")
     return purpose
 
 
 def _field(record: dict, name: str, where: str) -> Any:
     if name not in record:
-        raise ValueError(f"{where}: field '{name}' is missing")
+        raise UserError(f"{where}: field '{name}' is missing")
     return record[name]
 
 
@@ -55,7 +56,7 @@ def _traces(labels_path: Path) -> list[tuple[Question, list[dict]]]:
         full = recs[-1]["steps"] + [recs[-1]["step"]]
         for r in recs:
             if r["steps"] + [r["step"]] != full[:r["step_index"]]:
-                raise ValueError(f"{labels_path}: step {r['id']} does not continue trace {qid}/{trace}")
+                raise UserError(f"{labels_path}: step {r['id']} does not continue trace {qid}/{trace}")
         q = Question(qid, recs[0]["question"], recs[0]["options"], recs[0]["gold"], "labels")
         out.append((q, recs))
     return out
@@ -69,7 +70,7 @@ def write_features(backend, labels_path: str | Path, out_path: str | Path, batch
     """Readouts for every labelled step (resuming where ``out_path`` stops); returns steps written."""
     labels_path = Path(labels_path)
     if not labels_path.exists():
-        raise FileNotFoundError(f"no labels file {labels_path}")
+        raise MissingFile(f"no labels file {labels_path}")
     purpose = labels_purpose(labels_path)
     reader = StepReader.from_backend(backend, batch_size)
     written = 0
@@ -114,10 +115,10 @@ class StepTable:
     def errors(self, label: str) -> np.ndarray:
         """1 where the step is an error by the ``label`` teacher."""
         if label not in LABELS:
-            raise ValueError(f"label must be one of {', '.join(LABELS)}, got {label!r}")
+            raise UserError(f"label must be one of {', '.join(LABELS)}, got {label!r}")
         y = self.teacher[label]
         if (y < 0).any():
-            raise ValueError(f"{self.path}: {int((y < 0).sum())} steps lack field '{label}_label'")
+            raise UserError(f"{self.path}: {int((y < 0).sum())} steps lack field '{label}_label'")
         return 1 - y
 
     def subset(self, rows: np.ndarray) -> "StepTable":
@@ -131,11 +132,11 @@ def load_features(path: str | Path) -> StepTable:
     path = Path(path)
     records = list(read_records(path))
     if not records:
-        raise ValueError(f"{path}: no step features (missing or empty file)")
+        raise UserError(f"{path}: no step features (missing or empty file)")
     for name in ("backbone", "purpose"):
         values = {str(_field(r, name, f"{path}:{r.get('id')}")) for r in records}
         if len(values) > 1:
-            raise ValueError(f"{path}: field '{name}' differs between steps ({', '.join(sorted(values))})")
+            raise UserError(f"{path}: field '{name}' differs between steps ({', '.join(sorted(values))})")
     array = lambda key: np.array([np.nan if r.get(key) is None else r[key] for r in records], dtype=np.float64)
     teacher = {k: np.array([-1 if r.get(f"{k}_label") is None else int(r[f"{k}_label"]) for r in records])
                for k in LABELS}

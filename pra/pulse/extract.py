@@ -12,6 +12,7 @@ from typing import Sequence
 import torch
 
 from pra.pulse.features import Trajectory, trajectory
+from pra.errors import UserError
 
 MIN_SHARED = 8    # tokens: a shorter common opening is not worth a pass of its own
 
@@ -56,7 +57,7 @@ class StepReader:
 
     def __init__(self, model, tokenizer, special_tokens: bool, batch_size: int = 8):
         if not tokenizer.is_fast:
-            raise ValueError("PULSE needs a fast tokenizer (character offsets locate the steps)")
+            raise UserError("PULSE needs a fast tokenizer (character offsets locate the steps)")
         self.model, self.tokenizer = model, tokenizer
         self.special_tokens, self.batch_size = special_tokens, batch_size
         self.n_layers = model.config.get_text_config().num_hidden_layers
@@ -65,7 +66,7 @@ class StepReader:
     def from_backend(cls, backend, batch_size: int = 8) -> "StepReader":
         """The policy's own weights: PULSE reads the states of the model that wrote the steps."""
         if not hasattr(backend, "model") or not hasattr(backend, "tokenizer"):
-            raise ValueError(f"PULSE reads hidden states: the policy {backend.name!r} must run on the "
+            raise UserError(f"PULSE reads hidden states: the policy {backend.name!r} must run on the "
                              "transformers backend")
         return cls(backend.model, backend.tokenizer, not backend.has_chat_template, batch_size)
 

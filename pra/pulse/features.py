@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from pra.errors import UserError
 
 POOLINGS = ("last", "mean")      # the step's last token, or the mean over its tokens
 PARTS = ("both", "angle", "magnitude")
@@ -35,14 +36,14 @@ def parse_layers(text: str) -> tuple[int, int]:
     try:
         a, b = (int(x) for x in text.split(":"))
     except ValueError:
-        raise ValueError(f"layer interval must be a:b (two integers), got {text!r}") from None
+        raise UserError(f"layer interval must be a:b (two integers), got {text!r}") from None
     return a, b
 
 
 def check_layers(layers: tuple[int, int], n_layers: int) -> None:
     a, b = layers
     if not 0 <= a < b <= n_layers:
-        raise ValueError(f"layer interval {a}:{b} must satisfy 0 <= a < b <= {n_layers} (layers of this backbone)")
+        raise UserError(f"layer interval {a}:{b} must satisfy 0 <= a < b <= {n_layers} (layers of this backbone)")
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def pulse_features(t: Trajectory, layers: tuple[int, int], parts: str = "both") 
     """[steps, k]: over the interval [a, b], the b - a angular changes between consecutive layers,
     then the b - a magnitude changes ||h_l+1|| - ||h_l|| (or only one of the two)."""
     if parts not in PARTS:
-        raise ValueError(f"parts must be one of {', '.join(PARTS)}, got {parts!r}")
+        raise UserError(f"parts must be one of {', '.join(PARTS)}, got {parts!r}")
     check_layers(layers, t.n_layers)
     a, b = layers
     blocks = []

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.metrics import average_precision_score, f1_score, roc_auc_score, roc_curve
+from pra.errors import UserError
 
 
 def _check(y: np.ndarray, what: str) -> None:
     if len(set(np.asarray(y).tolist())) < 2:
-        raise ValueError(f"{what} needs both error and correct steps; got {int(np.sum(y))} errors of {len(y)}")
+        raise UserError(f"{what} needs both error and correct steps; got {int(np.sum(y))} errors of {len(y)}")
 
 
 def youden_threshold(y: np.ndarray, scores: np.ndarray) -> float:

@@ -17,6 +17,7 @@ from torch import nn
 from pra.pulse.dataset import StepTable, split_questions
 from pra.pulse.features import PARTS, POOLINGS, Trajectory, check_layers, default_layers, pulse_features
 from pra.pulse.metrics import youden_threshold
+from pra.errors import MissingFile, UserError
 
 
 @dataclass
@@ -81,12 +82,12 @@ class Probe:
     def load(cls, path: str | Path) -> "Probe":
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"no probe file {path} (train one with `pra probe train`)")
+            raise MissingFile(f"no probe file {path} (train one with `pra probe train`)")
         blob = torch.load(path, weights_only=True)
         meta = blob["meta"]
         for key in ("backbone", "layers", "pooling", "parts", "label", "threshold", "hidden"):
             if key not in meta:
-                raise ValueError(f"{path}: probe field '{key}' is missing")
+                raise UserError(f"{path}: probe field '{key}' is missing")
         mean, std = blob["mean"].numpy(), blob["std"].numpy()
         net = mlp(len(mean), tuple(meta["hidden"]))
         net.load_state_dict(blob["state"])
@@ -129,10 +130,10 @@ def fit_mlp(x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: 
 def train_probe(table: StepTable, cfg: ProbeConfig) -> Probe:
     """Split the table's questions into train / validation, fit, choose the threshold on validation."""
     if table.purpose != "train":
-        raise ValueError(f"{table.path} holds detection-only labels (evaluation traces); train on features "
+        raise UserError(f"{table.path} holds detection-only labels (evaluation traces); train on features "
                          "of `pra label` training labels")
     if cfg.pooling not in POOLINGS or cfg.parts not in PARTS:
-        raise ValueError(f"pooling must be one of {POOLINGS} and parts one of {PARTS}")
+        raise UserError(f"pooling must be one of {POOLINGS} and parts one of {PARTS}")
     n_layers = table.trajectories[cfg.pooling].n_layers
     layers = tuple(cfg.layers) if cfg.layers else default_layers(table.backbone, n_layers)
     check_layers(layers, n_layers)
@@ -142,7 +143,7 @@ def train_probe(table: StepTable, cfg: ProbeConfig) -> Probe:
     is_val = np.isin(table.question_ids, list(val_q))
     for name, part in (("training", ~is_val), ("validation", is_val)):
         if len(set(y[part].tolist())) < 2:
-            raise ValueError(f"{table.path}: the {name} split has {int(y[part].sum())} error steps of "
+            raise UserError(f"{table.path}: the {name} split has {int(y[part].sum())} error steps of "
                              f"{int(part.sum())} by the {cfg.label} teacher; it needs both kinds")
     mean, std = x[~is_val].mean(axis=0), x[~is_val].std(axis=0) + 1e-6
     z = ((x - mean) / std).astype(np.float32)

@@ -1,0 +1,131 @@
+"""Every setting of ``pra eval`` checked before any model loads, one line per problem naming the flag
+(and its config field): names that exist, numbers in range, files that are there, and no flag that the
+chosen method would ignore."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from pra.errors import UserError
+
+if TYPE_CHECKING:
+    from eval.run import EvalConfig
+
+RETRIEVAL_MODES = ("dense", "bm25", "hybrid")
+TRACE_METHODS = ("cot", "sc", "rag", "rag-sc", "qwc", "pra", "pulse-front", "pulse-step", "ircot")
+RETRIEVING = ("rag", "rag-sc", "pra", "pulse-front", "pulse-step", "ircot")
+# The settings only some methods read (config field -> those methods); every other field is read by all.
+READ_BY: dict[str, tuple[str, ...]] = {
+    "samples": ("sc", "rag-sc"),
+    "reward_agent": ("pra",), "agent_backend": ("pra",), "agent_base_url": ("pra",),
+    "search_controller": ("pra", "pulse-front", "pulse-step"),
+    "corpus": RETRIEVING, "retrieval": ("rag", "rag-sc", "pra"), "rag_docs": ("rag", "rag-sc", "pulse-front", "pulse-step", "ircot"),
+    "qwc_pool": ("qwc",), "qwc_k": ("qwc",),
+    "search.max_steps": TRACE_METHODS, "search.step_tokens": TRACE_METHODS,
+    "search.temperature": ("sc", "rag-sc", "pra"), "search.top_p": ("sc", "rag-sc", "pra"),
+    "search.seed": ("sc", "rag-sc", "pra"),
+}
+SEARCH_ONLY = ("pra",)     # every other search.* field: the beam search's shape (B, b, docs per search, ...)
+# (field, smallest allowed, largest allowed or None)
+RANGES: tuple[tuple[str, float, float | None], ...] = (
+    ("limit", 1, None), ("samples", 1, None), ("batch_size", 1, None), ("max_active", 1, None),
+    ("rag_docs", 1, None), ("qwc_k", 2, None),
+    ("search.beam_width", 1, None), ("search.branching", 1, None), ("search.max_steps", 1, None),
+    ("search.step_tokens", 1, None), ("search.docs_per_search", 1, None), ("search.temperature", 0, None),
+    ("search.top_p", 0, 1),
+)
+
+
+def flag(field: str) -> str:
+    """The command-line flag that sets a config field (``search.beam_width`` -> ``--beam-width``)."""
+    name = field.removeprefix("search.")
+    return "--search" if name == "search_controller" else "--" + name.replace("_", "-")
+
+
+def _flat(cfg: "EvalConfig") -> dict[str, Any]:
+    data = asdict(cfg)
+    search = data.pop("search")
+    return {**data, **{f"search.{k}": v for k, v in search.items()}}
+
+
+def _readers(field: str) -> tuple[str, ...] | None:
+    if field in READ_BY:
+        return READ_BY[field]
+    return SEARCH_ONLY if field.startswith("search.") else None
+
+
+def ignored(cfg: "EvalConfig", given: Iterable[str]) -> list[str]:
+    """The flags among ``given`` (config field names set on the command line) that ``cfg.method`` does
+    not read; a flag that sets several fields (``--seed``) is ignored only if all of them are."""
+    by_flag: dict[str, list[str]] = {}
+    for field in sorted(given):
+        by_flag.setdefault(flag(field), []).append(field)
+    problems = []
+    for name, fields in by_flag.items():
+        readers = [_readers(f) for f in fields]
+        if all(r is not None and cfg.method not in r for r in readers):
+            problems.append(f"{name} ({', '.join(fields)}) is ignored by --method {cfg.method}; it applies to "
+                            f"{', '.join(sorted(set().union(*readers)))}")
+    return problems
+
+
+def _ranges(values: dict[str, Any]) -> list[str]:
+    problems = []
+    for field, low, high in RANGES:
+        value = values.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            problems.append(f"{flag(field)} ({field}) must be {bound}, got {value!r}")
+    if isinstance(values.get("qwc_k"), int) and values["qwc_k"] % 2:
+        problems.append(f"--qwc-k (qwc_k) must be even (k/2 best and k/2 worst traces), got {values['qwc_k']}")
+    return problems
+
+
+def _names(cfg: "EvalConfig", loaded: frozenset[str]) -> list[str]:
+    from pra.backends import BACKENDS
+    from pra.models import AGENTS_DIR, model_problem, resolve_reward_agent
+    from search.controllers import parse_controller
+
+    problems = []
+    for field in ("backend", "agent_backend"):
+        if getattr(cfg, field) not in BACKENDS:
+            problems.append(f"{flag(field)} ({field}): unknown backend {getattr(cfg, field)!r}; one of {', '.join(BACKENDS)}")
+    if cfg.retrieval not in RETRIEVAL_MODES:
+        problems.append(f"--retrieval: unknown mode {cfg.retrieval!r}; one of {', '.join(RETRIEVAL_MODES)}")
+    if "policy" not in loaded and cfg.backend != "openai" and (why := model_problem(cfg.policy, "--policy")):
+        problems.append(why)
+    if cfg.method == "pra" and "reward_agent" not in loaded and cfg.agent_backend != "openai":
+        base, adapter = resolve_reward_agent(cfg.reward_agent)
+        if why := model_problem(base, "--reward-agent" if adapter is None else f"--reward-agent {cfg.reward_agent}: base"):
+            shipped = ", ".join(sorted(p.name for p in AGENTS_DIR.iterdir() if p.is_dir()))
+            problems.append(f"{why}; shipped agents: {shipped}")
+    if cfg.method in ("pra", "pulse-front", "pulse-step"):
+        try:
+            name, probe, _ = parse_controller(cfg.search_controller)
+            if probe is not None and not Path(probe).is_file():
+                problems.append(f"--search {cfg.search_controller}: no probe file {probe} (train one with `pra probe train`)")
+        except UserError as err:
+            problems.append(str(err))
+    if cfg.method in RETRIEVING and "retriever" not in loaded:
+        from corpora.builders import MANIFEST, corpus_dir
+        if not (corpus_dir(cfg.corpus) / MANIFEST).exists():
+            problems.append(f"--corpus {cfg.corpus}: no built corpus at {corpus_dir(cfg.corpus)} (no {MANIFEST})")
+    if cfg.method == "qwc" and cfg.qwc_pool and not Path(cfg.qwc_pool).is_file():
+        problems.append(f"--qwc-pool {cfg.qwc_pool}: no such file")
+    return problems
+
+
+def check_eval_config(cfg: "EvalConfig", given: Iterable[str] = (), loaded: Iterable[str] = ()) -> None:
+    """Raise one UserError listing every problem of ``cfg`` (one per line). ``given``: the config fields
+    the user set on the command line, refused when the method ignores them; ``loaded``: the parts
+    (policy, reward_agent, retriever) the caller brings, whose names are not checked."""
+    from eval.run import METHODS
+
+    if cfg.method not in METHODS:
+        raise UserError(f"--method: unknown method {cfg.method!r}; choose one of {', '.join(METHODS)}")
+    problems = ignored(cfg, given) + _ranges(_flat(cfg)) + _names(cfg, frozenset(loaded))
+    if problems:
+        raise UserError("\n".join(problems))

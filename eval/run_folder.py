@@ -1,0 +1,115 @@
+"""A run folder knows what it holds. Every record carries the fingerprint of the settings that made it
+(a hash of the config without the fields that only say where or how fast: ``NO_EFFECT``), so a folder
+cannot mix two configurations: a rerun with other settings is refused, naming the fields that differ,
+unless ``force_new`` sets the old files aside; ``pra merge`` and ``pra report`` check the records' own
+fingerprints. One process writes a folder at a time (``pra.folder_lock``)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from pra.errors import UserError
+from pra.folder_lock import exclusive
+from pra.records import read_records
+
+# Fields that do not change a run's results: where it writes, which share of the questions it takes, how
+# many at once, and the throughput knobs. Every other config field, present or future, is in the fingerprint.
+NO_EFFECT = frozenset({"out", "shard", "limit", "max_active", "skip_bad", "batch_size", "base_url", "agent_base_url",
+                       "fingerprint"})
+FILES = ("records.jsonl", "config.json", "summary.json")
+
+
+def settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The config as flat ``field`` / ``search.field`` names, without the fields in ``NO_EFFECT``."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if key in NO_EFFECT:
+            continue
+        if isinstance(value, dict):
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def fingerprint(config: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(settings(config), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def differences(old: dict[str, Any], new: dict[str, Any], only_old_fields: bool = False) -> list[str]:
+    """``field (old -> new)`` for each setting that differs; ``only_old_fields`` skips fields the old
+    config does not have (configs written before records carried fingerprints)."""
+    a, b = settings(old), settings(new)
+    keys = sorted(a if only_old_fields else set(a) | set(b))
+    return [f"{k} ({a.get(k, 'not set')!r} -> {b.get(k, 'not set')!r})" for k in keys if a.get(k) != b.get(k)]
+
+
+def check_records(path: Path, records: Iterable[dict[str, Any]], expected: str | None = None) -> None:
+    """Refuse records that were made with different settings (or with other settings than ``expected``);
+    records written before fingerprints existed carry none and pass."""
+    counts = Counter(r["fingerprint"] for r in records if r.get("fingerprint"))
+    if len(counts) > 1:
+        mix = ", ".join(f"{fp}: {n} records" for fp, n in counts.most_common())
+        raise UserError(f"{path}: records made with {len(counts)} different settings ({mix}); the folder mixes runs")
+    if expected and counts and expected not in counts:
+        (found,) = counts
+        raise UserError(f"{path}: records made with settings {found}, but its config.json says {expected}")
+
+
+def _read_config(out: Path) -> dict[str, Any] | None:
+    path = out / "config.json"
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); use --force-new or another --out") from None
+
+
+def _refusal(old: dict[str, Any] | None, new: dict[str, Any], records_fp: str | None) -> str | None:
+    """Why a folder whose records carry ``records_fp`` (None: written before fingerprints) and whose
+    config.json is ``old`` cannot take records made with ``new``; None if it can."""
+    if records_fp == fingerprint(new):
+        return None
+    if old is None or (records_fp is not None and records_fp != old.get("fingerprint")):
+        return f"its records were made with other settings (fingerprint {records_fp}, this run's is {fingerprint(new)})"
+    changed = differences(old, new, only_old_fields=records_fp is None)
+    if records_fp is not None and not changed:
+        changed = [f"fingerprint ({records_fp!r} -> {fingerprint(new)!r})"]
+    return f"its settings differ in {', '.join(changed)}" if changed else None
+
+
+def _set_aside(out: Path) -> None:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for name in FILES:
+        if (out / name).exists():
+            (out / name).rename(out / f"{name}.replaced-{stamp}")
+
+
+@contextmanager
+def open_run_folder(out: Path, config: dict[str, Any], force_new: bool = False) -> Iterator[str]:
+    """Hold ``out`` for one run with ``config`` and yield its fingerprint, after checking that the records
+    already there were made with the same settings (``force_new``: set them aside instead). The
+    folder's config.json is written once the check passes."""
+    with exclusive(out / ".lock") as holder:
+        if holder is not None:
+            raise UserError(f"{out}: another pra process (PID {holder}) is writing this run folder; "
+                            "wait for it to finish or use another --out")
+        records = list(read_records(out / "records.jsonl"))
+        check_records(out / "records.jsonl", records)
+        if records:
+            records_fp = next((r["fingerprint"] for r in records if r.get("fingerprint")), None)
+            why = _refusal(_read_config(out), config, records_fp)
+            if why and not force_new:
+                raise UserError(f"{out}: {why}; rerun with the folder's settings, use another --out, "
+                                "or --force-new to set its records aside")
+            if why:
+                _set_aside(out)
+        fp = fingerprint(config)
+        (out / "config.json").write_text(json.dumps({**config, "fingerprint": fp}, indent=2))
+        yield fp
