@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pra.backends import load_policy
-from pra.backends.base import BackendNotInstalled, SamplingParams, pick_logprobs, renormalise
+from pra.backends.base import BackendNotInstalled, MissingLogprobs, SamplingParams, pick_logprobs, renormalise
 from pra.backends.vllm_backend import VLLMBackend, completions, first_top_logprobs, sampling_kwargs
 from pra.types import Message, Question
 
@@ -86,8 +86,10 @@ def test_parse_request_output():
     assert first_top_logprobs(out) == {11: -0.1, 12: -2.5}
 
 
-def test_missing_entries_rank_last_and_renormalise():
-    assert pick_logprobs({"A": -0.5, "B": -3.0}, ["B", "C"], margin=1.0) == [-3.0, -4.0]
+def test_a_letter_missing_from_the_top_k_is_refused_not_ranked_last():
+    assert pick_logprobs({"A": -0.5, "B": -3.0}, ["B", "A"]) == [-3.0, -0.5]
+    with pytest.raises(MissingLogprobs, match="lack 'C', 'D'"):   # C and D used to tie, and max() said C
+        pick_logprobs({"A": -0.5, "B": -3.0}, ["C", "D"])
     lp = renormalise({"A": -1.0, "B": -3.0})
     assert math.isclose(math.exp(lp["A"]) + math.exp(lp["B"]), 1.0) and math.isclose(lp["A"] - lp["B"], 2.0)
 

@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from pra.types import Message
+from pra.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -98,15 +99,21 @@ def render_chat(tokenizer, messages: list[Message], assistant_prefix: str = "") 
     return "\n\n".join(m.content for m in messages) + "\n\n" + assistant_prefix
 
 
-MISSING_MARGIN = 1.0   # nats below the smallest listed log-prob, for a token missing from a top-k list
+class MissingLogprobs(UserError):
+    """A wanted token is not in a top-k list. Its log-prob is unknown, not the lowest: filling in a floor
+    made every missing letter tie, and ``max`` then picked whichever came first (A)."""
 
 
-def pick_logprobs(top: dict, keys: list, margin: float = MISSING_MARGIN) -> list[float]:
-    """Log-probs of ``keys`` from a top-k list (token -> log p), the most that servers return. A key
-    missing from the list is less likely than all of it; its true value is unknown, so it gets the
-    list's minimum minus ``margin``: it ranks last and stays finite."""
-    floor = min(top.values()) - margin
-    return [top.get(k, floor) for k in keys]
+def pick_logprobs(top: dict, keys: list) -> list[float]:
+    """Log-probs of ``keys`` from a top-k list (token -> log p), the most that servers return; refuses
+    (``MissingLogprobs``) when one of them is missing, since neither an answer nor a probability read
+    without it can be trusted."""
+    missing = [k for k in keys if k not in top]
+    if missing:
+        raise MissingLogprobs(f"the top-{len(top)} log-probs lack {', '.join(map(repr, missing))}: their "
+                              "values are unknown; raise top_logprobs (and the server's max_logprobs) or use "
+                              "a backend with full logits (transformers)")
+    return [top[k] for k in keys]
 
 
 def renormalise(logprobs: dict[str, float]) -> dict[str, float]:

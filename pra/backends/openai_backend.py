@@ -3,8 +3,7 @@
 Prompts are rendered here with the model's own tokenizer and sent as text to ``POST /v1/completions``,
 so the server's chat handling plays no part. Requests go out concurrently from a thread pool; the
 server batches them (vLLM, SGLang) or queues them (llama.cpp). Log-probs come as top-k lists (k <= 20
-on most servers): a token missing from the list gets the list's minimum minus a margin
-(``pick_logprobs``).
+on most servers): a token missing from the list is unknown, and ``pick_logprobs`` refuses it.
 
 Server notes: llama-cpp-python's server needs ``--logits_all true`` for log-probs and ignores ``n``
 (detected on the first short answer; samples then go one per request); its defaults ``top_k=40`` and

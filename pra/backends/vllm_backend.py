@@ -3,7 +3,7 @@
 Prompts go to the engine as token ids, tokenized here as TransformersBackend does (no special tokens
 added to chat-template prompts), so both backends read the same tokens. Log-probs come as top-k lists
 (``top_logprobs``, at most the engine's ``max_logprobs``, 20 by default): a digit or letter missing
-from the list gets the list's minimum minus a margin (``pick_logprobs``).
+from the list is unknown, and ``pick_logprobs`` refuses it.
 """
 from __future__ import annotations
 
