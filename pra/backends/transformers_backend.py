@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 import time
-import zlib
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import torch
 from transformers import Cache
 from transformers.cache_utils import DynamicLayer
 
-from pra.models import load_causal_lm
+from pra.models import cache_argument, load_causal_lm
 from pra.backends.base import (BackendStats, Completion, LMBackend, Message, SamplingParams,
                               SlotLogprobs, cut_at_stop, render_chat)
 from pra.backends.prefix_cache import BLOCK, PrefixCache
+from pra.selection import stable_seed
 from pra.errors import UserError
 
 STOP_WINDOW = 8          # newest tokens decoded per step to look for a stop string
@@ -33,7 +33,9 @@ class TransformersBackend(LMBackend):
         self.share_prefix = share_prefix
         text = self.model.config.get_text_config()
         self.window = getattr(text, "sliding_window", None)
+        self.context_window = getattr(text, "max_position_embeddings", None)
         self.prefix_cache = PrefixCache(cache_tokens)   # valid while the weights stay as they are
+        self._cache_arg = cache_argument(self.model)
         self._n_layers, self._kv_heads = text.num_hidden_layers, text.num_key_value_heads
         self._head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
         # Tokens that end a sequence: the model's end-of-turn ids, its tokenizer's EOS, and padding.
@@ -55,6 +57,9 @@ class TransformersBackend(LMBackend):
     def _tokens(self, prompt: str) -> list[int]:
         # Chat templates already carry their special tokens; plain prompts get the tokenizer's BOS.
         return self.tokenizer(prompt, add_special_tokens=not self.has_chat_template)["input_ids"]
+
+    def prompt_tokens(self, prompt: str) -> int:
+        return len(self._tokens(prompt))
 
     # -- forward passes -------------------------------------------------------------------------------
 
@@ -94,7 +99,7 @@ class TransformersBackend(LMBackend):
         cache = Cache(layers=layers)
         mask = mask.to(self.device)
         out = self.model(input_ids=ids.to(self.device), attention_mask=self._attention(mask, width),
-                         position_ids=pos.to(self.device), cache=cache, use_cache=True,
+                         position_ids=pos.to(self.device), **{self._cache_arg: cache}, use_cache=True,
                          logits_to_keep=1)   # the vocabulary projection only where it is read
         new_tokens = sum(len(r) - n for r, (_, n) in zip(rows, hits))
         self.stats.prompt_tokens += new_tokens
@@ -159,16 +164,19 @@ class TransformersBackend(LMBackend):
     # -- the backend interface --------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
+    def generate(self, prompts: list[str], params: SamplingParams,
+                 seeds: Sequence[int] | None = None) -> list[list[Completion]]:
         start = time.perf_counter()
         sample = params.temperature > 0
         rows = [self._tokens(p) for p in prompts for _ in range(params.n)]
-        generator = None
-        if sample and params.seed is not None:
-            # Seeded by the call's content, not a call counter: the same command gives the same samples
-            # however often the backend was used before.
-            generator = torch.Generator(device=self.device)
-            generator.manual_seed(zlib.crc32("\x00".join(prompts).encode(), params.seed))
+        generators = None
+        if sample and (seeds is not None or params.seed is not None):
+            # One generator per sample, seeded by its prompt's seed and its index: a sample never depends
+            # on what else is in the batch. Without seeds, by the prompt's content and position, not a
+            # call counter, so the same command gives the same samples however often the backend ran.
+            seeds = seeds or [stable_seed(params.seed, i, p) for i, p in enumerate(prompts)]
+            generators = [torch.Generator(device=self.device).manual_seed(stable_seed(s, k))
+                          for s in seeds for k in range(params.n)]
         flat: list[Completion | None] = [None] * len(rows)
         for groups, cache, mask, logits in self._batches(rows, params.max_tokens):
             if sample:   # equal prompts draw their own samples: one decode row per copy
@@ -177,7 +185,8 @@ class TransformersBackend(LMBackend):
                     cache.batch_select_indices(owner)
                     mask, logits = mask[owner], logits[owner]
                 groups = [[i] for g in groups for i in g]
-            for g, ids in zip(groups, self._decode(cache, mask, logits, params, generator)):
+            row_generators = generators and [generators[g[0]] for g in groups]
+            for g, ids in zip(groups, self._decode(cache, mask, logits, params, row_generators)):
                 for i in g:   # greedy copies are alike: decoded once
                     flat[i] = self._completion(ids, params)
         self.stats.calls += 1
@@ -185,14 +194,14 @@ class TransformersBackend(LMBackend):
         return [flat[i * params.n:(i + 1) * params.n] for i in range(len(prompts))]
 
     def _decode(self, cache: Cache, mask: torch.Tensor, logits: torch.Tensor, params: SamplingParams,
-                generator: torch.Generator | None) -> list[list[int]]:
+                generators: list[torch.Generator] | None) -> list[list[int]]:
         """Sample up to ``max_tokens`` per row; a row that ends (end token or stop string) leaves the
         batch at once, so the rest do not carry it."""
         out: list[list[int]] = [[] for _ in range(len(logits))]
         alive = list(range(len(logits)))
         pos = mask.sum(-1)
         for t in range(params.max_tokens):
-            nxt = pick_tokens(logits, params, generator)
+            nxt = pick_tokens(logits, params, generators and [generators[a] for a in alive])
             keep = []
             for j, tok in enumerate(nxt.tolist()):
                 row = out[alive[j]]
@@ -208,7 +217,7 @@ class TransformersBackend(LMBackend):
                 alive = [alive[j] for j in keep]
             mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=1)
             logits = self.model(input_ids=nxt[:, None], attention_mask=self._attention(mask, 1), position_ids=pos[:, None],
-                                cache=cache, use_cache=True).logits[:, -1].float()
+                                **{self._cache_arg: cache}, use_cache=True).logits[:, -1].float()
             pos = pos + 1
         return out
 
@@ -267,8 +276,8 @@ class TransformersBackend(LMBackend):
             step = torch.stack([chosen, torch.full_like(chosen, sep_id)], dim=1)
             mask2 = torch.cat([mask, mask.new_ones(len(groups), 2)], dim=1)
             pos2 = mask.sum(-1)[:, None] + torch.arange(2, device=self.device)[None, :]
-            second = self.model(input_ids=step, attention_mask=self._attention(mask2, 2), position_ids=pos2, cache=cache,
-                                use_cache=True, logits_to_keep=1).logits[:, -1].float().log_softmax(-1)[:, digit_ids]
+            second = self.model(input_ids=step, attention_mask=self._attention(mask2, 2), position_ids=pos2,
+                                **{self._cache_arg: cache}, use_cache=True, logits_to_keep=1).logits[:, -1].float().log_softmax(-1)[:, digit_ids]
             self.stats.prompt_tokens += 2 * len(groups)
             for g, a, b in zip(groups, first.tolist(), second.tolist()):
                 for i in g:
@@ -312,9 +321,11 @@ class GrowingLayer(DynamicLayer):
         self.advance(0)
 
 
-def pick_tokens(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> torch.Tensor:
+def pick_tokens(logits: torch.Tensor, params: SamplingParams,
+                generators: list[torch.Generator] | None) -> torch.Tensor:
     """Greedy at temperature 0; else a draw from the temperature-scaled distribution cut to its top-p
-    nucleus (the smallest set of likeliest tokens whose mass reaches top_p)."""
+    nucleus (the smallest set of likeliest tokens whose mass reaches top_p), each row from its own
+    generator when given."""
     if params.temperature <= 0:
         return logits.argmax(-1)
     probs = torch.softmax(logits / params.temperature, dim=-1)
@@ -322,4 +333,6 @@ def pick_tokens(logits: torch.Tensor, params: SamplingParams, generator: torch.G
         sorted_p, order = probs.sort(dim=-1, descending=True)
         sorted_p[sorted_p.cumsum(-1) - sorted_p > params.top_p] = 0
         probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    if generators is None:
+        return torch.multinomial(probs, 1).squeeze(-1)
+    return torch.cat([torch.multinomial(p, 1, generator=g) for p, g in zip(probs, generators)])

