@@ -21,6 +21,8 @@ from typing import Iterable, Iterator, Sequence
 
 from pra.prompts import FORCE_ANSWER, policy_messages, steps_prefix
 from pra.reward_agent import Readout, ScoreRequest
+from pra.readouts import best_letter, check_readout, read_letters
+from pra.selection import stable_seed
 from pra.steps import STEP_STOPS, extract_answer
 from pra.types import Question, ScoredTrace, Step
 from pra.backends.base import LMBackend, SamplingParams
@@ -48,8 +50,10 @@ class SearchConfig:
     aggregate: str = "best"      # "best": highest trace score; "vote": majority over the beam
     docs_per_search: int = 2
     reward_aggregation: str = "sum"   # trace score from its step rewards: sum (the paper's) | mean | last | min | prod
+    readout: str = "argmax"      # forced answers: argmax | permavg | calibrate (pra/readouts.py)
 
     def __post_init__(self):
+        check_readout(self.readout)
         if self.reward_aggregation not in AGGREGATIONS:
             raise UserError(f"search.reward_aggregation: unknown {self.reward_aggregation!r}; "
                              f"choose one of {', '.join(AGGREGATIONS)}")
@@ -161,8 +165,12 @@ class Engine:
             self._prune(t)
 
     # -- stages ------------------------------------------------------------------------------------
-    def _policy_prompt(self, t: Trace, c: Candidate, next_step: int | None, suffix: str = "") -> str:
-        messages = policy_messages(t.question, self.policy.has_chat_template, t.context, examples=t.examples)
+    def _policy_prompt(self, t: Trace, c: Candidate, next_step: int | None, suffix: str = "",
+                       question: Question | None = None) -> str:
+        """The policy's prompt for ``c``; ``question`` puts another option order (or content-free
+        options) in place of the trace's, for the answer readouts."""
+        messages = policy_messages(question or t.question, self.policy.has_chat_template, t.context,
+                                   examples=t.examples)
         return self.policy.render(messages, steps_prefix(c.texts, next_step) + suffix)
 
     def _reason(self, traces: list[Trace]) -> None:
@@ -180,7 +188,11 @@ class Engine:
             params = SamplingParams(n=n, temperature=cfg.temperature, top_p=cfg.top_p,
                                     max_tokens=cfg.step_tokens, seed=cfg.seed,
                                     stop=STEP_STOPS)
-            for (t, parent), outs in zip(group, self.policy.generate(prompts, params)):
+            # Each prompt's samples come from (seed, question, rotation, step, beam member) alone, so a
+            # question gets the same samples whatever shares its batch, shard, --max-active or resume.
+            seeds = [stable_seed(cfg.seed, t.question.id, t.depth, next(i for i, m in enumerate(t.beam) if m is c))
+                     for t, c in group]
+            for (t, parent), outs in zip(group, self.policy.generate(prompts, params, seeds=seeds)):
                 for out in outs:
                     text = out.text.strip()
                     answer = extract_answer(text, t.question.letters)
@@ -255,10 +267,11 @@ class Engine:
         """Force an answer where a beam member has none, in one batched call, then predict."""
         jobs = [(t, c) for t in traces for c in t.beam if c.answer is None]
         if jobs:
-            prompts = [self._policy_prompt(t, c, None, "\n" + FORCE_ANSWER if c.steps else FORCE_ANSWER)
-                       for t, c in jobs]
-            for (t, c), lp in zip(jobs, self.policy.choice_logprobs(prompts, [t.question.letters for t, _ in jobs])):
-                c.answer = max(lp, key=lp.get)
+            force = lambda t, c: lambda q: self._policy_prompt(
+                t, c, None, "\n" + FORCE_ANSWER if c.steps else FORCE_ANSWER, question=q)
+            items = [(t.question, force(t, c)) for t, c in jobs]
+            for (t, c), lp in zip(jobs, read_letters(self.policy, items, self.config.readout)):
+                c.answer = best_letter(lp)
                 c.forced = True
         for t in traces:
             if self.config.aggregate == "vote":

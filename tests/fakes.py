@@ -22,7 +22,7 @@ class ScriptedPolicy(LMBackend):
     def render(self, messages, assistant_prefix=""):
         return messages[-1].content + "\n" + assistant_prefix
 
-    def generate(self, prompts, params: SamplingParams):
+    def generate(self, prompts, params: SamplingParams, seeds=None):
         self.calls.append(prompts)
         out = []
         for p in prompts:

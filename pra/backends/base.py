@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from pra.types import Message
 from pra.errors import UserError
@@ -60,8 +61,11 @@ class LMBackend(ABC):
         """One prompt string: the chat (template or plain text) followed by the assistant's text so far."""
 
     @abstractmethod
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
-        """``params.n`` completions per prompt, in prompt order."""
+    def generate(self, prompts: list[str], params: SamplingParams,
+                 seeds: Sequence[int] | None = None) -> list[list[Completion]]:
+        """``params.n`` completions per prompt, in prompt order. ``seeds`` (one per prompt) seed each
+        prompt's samples on their own, so that they do not depend on what else is in the call; without
+        them ``params.seed`` seeds the call."""
 
     @abstractmethod
     def choice_logprobs(self, prompts: list[str], choices: list[list[str]]) -> list[dict[str, float]]:

@@ -17,12 +17,14 @@ import itertools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
 
 import requests
 from requests.adapters import HTTPAdapter
 
 from pra.backends.base import (BackendStats, Completion, LMBackend, Message, SamplingParams, SlotLogprobs,
                                cut_at_stop, pick_logprobs, render_chat, renormalise)
+from pra.selection import stable_seed
 
 
 class ServerError(RuntimeError):
@@ -104,10 +106,12 @@ class OpenAIBackend(LMBackend):
         self.stats.calls += 1
         self.stats.seconds += time.perf_counter() - start
 
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
+    def generate(self, prompts: list[str], params: SamplingParams,
+                 seeds: Sequence[int] | None = None) -> list[list[Completion]]:
         """Greedy samples are all alike: one is asked for and copied (vLLM refuses n > 1 greedy). Each
-        request gets its own seed (``params.seed`` + a running count), reproducible for a given order
-        of calls, so that equal prompts still draw different samples."""
+        request gets its own seed: from ``seeds`` (one per prompt; a request for one sample of several
+        adds the sample's index), else ``params.seed`` + a running count, reproducible for a given
+        order of calls, so that equal prompts still draw different samples."""
         start = time.perf_counter()
         greedy = params.temperature <= 0
         n = 1 if greedy else params.n
@@ -120,8 +124,13 @@ class OpenAIBackend(LMBackend):
         while wanted:   # at most twice: again, one sample per request, if the server ignored n
             per_request = [(j, 1) for j, k in wanted.items() for _ in range(k)] if self._one_per_request \
                 else list(wanted.items())
-            jobs = [(prompts[j], k, None if params.seed is None else params.seed + next(self._seeds))
-                    for j, k in per_request]
+            jobs = []
+            for j, k in per_request:
+                drawn = len(got[j]) + sum(kk for jj, _, kk in jobs if jj == j)
+                seed = stable_seed(seeds[j], drawn) if seeds is not None else \
+                    None if params.seed is None else params.seed + next(self._seeds)
+                jobs.append((j, seed, k))
+            jobs = [(prompts[j], k, seed) for j, seed, k in jobs]
             for (j, _), out in zip(per_request, self.pool.map(lambda job: self._complete(*job, body, params.stop),
                                                               jobs)):
                 got[j] += out

@@ -1,0 +1,82 @@
+"""Which questions a run asks, and with which option order.
+
+Slices of the first N questions measure letter preference as much as knowledge (the first 50
+medmcqa-eval questions have gold letters A 24, B 13, C 8, D 5: "always A" scores 0.48 there). So a run
+takes a seeded random sample, the same on every machine and shard, and may ask each question under
+rotations of its options:
+
+  none      the options as published
+  cyclic    all n cyclic rotations, one record per (question, rotation): the mean accuracy over
+            rotations has chance level exactly 1/n whatever letter the model prefers
+  balanced  one rotation per question, chosen so that the gold letters are uniform over the sample
+
+A rotated question keeps its text and moves its options: rotation r puts option (i + r) mod n at
+letter i. Its id is ``ID@rR`` (rotation 0 keeps the plain id, so a ``none`` run pairs with rotation 0).
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import replace
+from typing import Sequence
+
+from pra.errors import UserError
+from pra.types import Question
+
+PERMUTE = ("none", "balanced", "cyclic")
+ROTATION_MARK = "@r"
+
+
+def stable_seed(*parts: object) -> int:
+    """A 31-bit seed from any values, the same on every machine and Python (``hash`` is salted)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
+def sample_questions(questions: Sequence[Question], n: int, seed: int) -> list[Question]:
+    """A fixed random subset of ``n`` questions, in benchmark order: each question's rank is a hash of
+    (seed, id), so the subset depends only on the seed and the ids, not on order, machine or shard."""
+    if n < 1:
+        raise UserError(f"--sample must be >= 1, got {n}")
+    if n > len(questions):
+        raise UserError(f"--sample {n}: the benchmark has only {len(questions)} questions")
+    chosen = set(sorted(range(len(questions)), key=lambda i: stable_seed(seed, questions[i].id))[:n])
+    return [q for i, q in enumerate(questions) if i in chosen]
+
+
+def rotate(q: Question, r: int) -> Question:
+    """``q`` with its options rotated by ``r``: letter i now holds the option that was at (i + r) mod n."""
+    letters, texts = q.letters, list(q.options.values())
+    n = len(letters)
+    r %= n
+    if r == 0:
+        return q
+    base, _ = split_id(q.id)
+    return replace(q, id=f"{base}{ROTATION_MARK}{r}", options={l: texts[(i + r) % n] for i, l in enumerate(letters)},
+                   answer=letters[(letters.index(q.answer) - r) % n])
+
+
+def split_id(record_id: str) -> tuple[str, int]:
+    """(question id, rotation) of a record id written by a permuted run."""
+    base, mark, r = str(record_id).rpartition(ROTATION_MARK)
+    return (base, int(r)) if mark and r.isdigit() else (str(record_id), 0)
+
+
+def permuted(questions: Sequence[Question], permute: str, seed: int) -> list[Question]:
+    """The questions as a run asks them (see the module docstring); ``balanced`` assigns the gold letters
+    round-robin over a seeded shuffle, so every letter is gold equally often (up to one)."""
+    if permute not in PERMUTE:
+        raise UserError(f"--permute must be one of {', '.join(PERMUTE)}, got {permute!r}")
+    if permute == "none":
+        return list(questions)
+    if permute == "cyclic":
+        return [rotate(q, r) for q in questions for r in range(len(q.options))]
+    order = list(range(len(questions)))
+    random.Random(stable_seed(seed, "balanced")).shuffle(order)
+    target = {i: k for k, i in enumerate(order)}
+    out = []
+    for i, q in enumerate(questions):
+        n = len(q.options)
+        gold = q.letters.index(q.answer)
+        out.append(rotate(q, gold - target[i] % n))    # moves the gold option to letter target % n
+    return out

@@ -1,0 +1,94 @@
+"""Option-permuted evaluation: seeded samples, rotations, answer readouts, per-question sampling seeds."""
+import math
+from collections import Counter
+
+import pytest
+
+from pra.benchmarks import load_eval_benchmark
+from pra.prompts import policy_messages
+from pra.readouts import best_letter, read_letters
+from pra.selection import permuted, rotate, sample_questions, split_id
+from pra.types import Question
+from search.engine import Engine, SearchConfig, Trace
+from tests.fakes import ScriptedPolicy
+
+Q = Question("q1", "Which vitamin prevents scurvy?", {"A": "A", "B": "B12", "C": "C", "D": "D"}, "C", "t")
+
+
+def medmcqa():
+    return load_eval_benchmark("medmcqa-eval").questions
+
+
+def test_a_sample_depends_on_seed_and_ids_only():
+    qs = medmcqa()
+    a = sample_questions(qs, 200, seed=0)
+    assert len(a) == 200 and len({q.id for q in a}) == 200
+    assert [q.id for q in sample_questions(list(reversed(qs)), 200, 0)] == [q.id for q in reversed(a)]
+    assert {q.id for q in sample_questions(qs, 200, 1)} != {q.id for q in a}
+    gold = Counter(q.answer for q in a)           # a random sample, not the A-heavy first 200
+    assert max(gold.values()) < 0.4 * 200
+
+
+def test_rotation_moves_options_and_gold_and_ids_round_trip():
+    r1 = rotate(Q, 1)
+    assert r1.options == {"A": "B12", "B": "C", "C": "D", "D": "A"} and r1.answer == "B"
+    assert r1.options[r1.answer] == Q.options[Q.answer] and split_id(r1.id) == ("q1", 1)
+    assert rotate(Q, 0) is Q and split_id("q1") == ("q1", 0)
+    assert rotate(rotate(Q, 1), 3).options == Q.options
+
+
+def test_cyclic_asks_every_rotation_and_balanced_makes_gold_letters_uniform():
+    qs = sample_questions(medmcqa(), 200, seed=0)
+    cyclic = permuted(qs, "cyclic", 0)
+    assert len(cyclic) == 4 * 200 and Counter(q.answer for q in cyclic) == Counter("ABCD" * 200)
+    balanced = permuted(qs, "balanced", 0)
+    assert Counter(q.answer for q in balanced) == Counter("ABCD" * 50)
+    assert all(b.options[b.answer] == q.options[q.answer] for b, q in zip(balanced, qs))
+    assert [q.id for q in permuted(qs, "balanced", 0)] == [q.id for q in balanced]
+
+
+class LetterLover(ScriptedPolicy):
+    """Likes letter A by ``bias`` nats and the option text "C" by ``skill`` nats."""
+
+    def __init__(self, bias=3.0, skill=1.0):
+        super().__init__(script=lambda *a: "")
+        self.bias, self.skill, self.asked = bias, skill, []
+
+    def choice_logprobs(self, prompts, choices):
+        self.asked += prompts
+        out = []
+        for p, cs in zip(prompts, choices):
+            scores = {c: self.bias * (c == "A") + self.skill * (f"\n{c}. C\n" in p + "\n") for c in cs}
+            z = math.log(sum(math.exp(v) for v in scores.values()))
+            out.append({c: v - z for c, v in scores.items()})
+        return out
+
+
+def test_readouts_undo_a_letter_preference():
+    policy = LetterLover()
+    prompt = lambda q: policy.render(policy_messages(q, False, direct=True))
+    (plain,) = read_letters(policy, [(Q, prompt)], "argmax")
+    assert best_letter(plain) == "A"                       # the bias wins over the knowledge
+    (avg,) = read_letters(policy, [(Q, prompt)], "permavg")
+    assert best_letter(avg) == "C" and math.isclose(sum(math.exp(v) for v in avg.values()), 1.0)
+    (cal,) = read_letters(policy, [(Q, prompt)], "calibrate")
+    assert best_letter(cal) == "C"
+    assert sum("N/A" in p for p in policy.asked) == 1 and sum("[MASK]" in p for p in policy.asked) == 1
+
+
+@pytest.mark.slow
+def test_one_question_gets_the_same_samples_alone_and_in_a_batch(smollm2):
+    """Sampled steps are seeded by (seed, question, rotation, step, beam member), not by the batch."""
+    qs = sample_questions(medmcqa(), 3, seed=0)
+    cfg = SearchConfig(beam_width=2, branching=1, max_steps=2, step_tokens=12, temperature=0.9, seed=7,
+                       aggregate="vote")
+
+    def samples(questions, max_active):
+        done = Engine(smollm2, cfg).run([Trace(q) for q in questions], max_active=max_active)
+        return {t.question.id: [c.texts for c in t.beam] for t in done}
+
+    alone = samples([qs[1]], 1)[qs[1].id]
+    batched = samples(qs, 3)
+    assert batched[qs[1].id] == alone
+    assert batched[qs[0].id] != batched[qs[1].id]
+    assert samples([rotate(qs[1], 1)], 1)[rotate(qs[1], 1).id] != alone     # a rotation is its own question
