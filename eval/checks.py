@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from pra.errors import UserError
+from pra.selection import PERMUTE
 
 if TYPE_CHECKING:
     from eval.run import EvalConfig
@@ -25,11 +26,12 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "search.max_steps": TRACE_METHODS, "search.step_tokens": TRACE_METHODS,
     "search.temperature": ("sc", "rag-sc", "pra"), "search.top_p": ("sc", "rag-sc", "pra"),
     "search.seed": ("sc", "rag-sc", "pra"),
+    "search.readout": ("direct", "cot", "sc", "rag", "rag-sc", "qwc", "pra"),   # pulse decoding forces its own
 }
 SEARCH_ONLY = ("pra",)     # every other search.* field: the beam search's shape (B, b, docs per search, ...)
 # (field, smallest allowed, largest allowed or None)
 RANGES: tuple[tuple[str, float, float | None], ...] = (
-    ("limit", 1, None), ("samples", 1, None), ("batch_size", 1, None), ("max_active", 1, None),
+    ("limit", 1, None), ("sample", 1, None), ("samples", 1, None), ("batch_size", 1, None), ("max_active", 1, None),
     ("rag_docs", 1, None), ("qwc_k", 2, None),
     ("search.beam_width", 1, None), ("search.branching", 1, None), ("search.max_steps", 1, None),
     ("search.step_tokens", 1, None), ("search.docs_per_search", 1, None), ("search.temperature", 0, None),
@@ -93,6 +95,10 @@ def _names(cfg: "EvalConfig", loaded: frozenset[str]) -> list[str]:
     for field in ("backend", "agent_backend"):
         if getattr(cfg, field) not in BACKENDS:
             problems.append(f"{flag(field)} ({field}): unknown backend {getattr(cfg, field)!r}; one of {', '.join(BACKENDS)}")
+    if cfg.permute not in PERMUTE:
+        problems.append(f"--permute: unknown {cfg.permute!r}; one of {', '.join(PERMUTE)}")
+    if cfg.limit is not None and cfg.sample is not None:
+        problems.append("--limit and --sample both choose the questions; give one")
     if cfg.retrieval not in RETRIEVAL_MODES:
         problems.append(f"--retrieval: unknown mode {cfg.retrieval!r}; one of {', '.join(RETRIEVAL_MODES)}")
     if "policy" not in loaded and cfg.backend != "openai" and (why := model_problem(cfg.policy, "--policy")):

@@ -13,7 +13,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +22,11 @@ from tqdm import tqdm
 
 from pra.benchmarks import DATA, load_eval_benchmark, parse_shard
 from pra.prompts import DIRECT_PREFIX, policy_messages
+from pra.readouts import best_letter, read_letters
 from pra.records import JsonlWriter, read_records
+from pra.selection import questions_asked, split_id
 from eval.checks import check_eval_config
+from eval.letters import letter_stats
 from eval.run_folder import open_run_folder
 from pra.types import Question, ScoredTrace
 from pra.backends.base import LMBackend
@@ -44,7 +47,10 @@ class EvalConfig:
     method: str = "cot"
     policy: str = "smollm2-135m-instruct"
     out: str = "runs/demo"
-    limit: int | None = 10
+    limit: int | None = None          # the first N questions; None: all (or --sample)
+    sample: int | None = None         # a seeded random sample of N questions, the same on every machine
+    seed: int = 0                     # of the sample and the balanced rotations (--seed also seeds search)
+    permute: str = "none"             # option rotations: none | balanced | cyclic (pra/selection.py)
     shard: str | None = None          # "i/n"
     skip_bad: bool = False
     samples: int = 4                  # k for sc / rag-sc
@@ -153,16 +159,16 @@ def _pulse_record(t: "PulseTrace", method: str) -> dict[str, Any]:
     }
 
 
-def _direct(policy: LMBackend, questions: list[Question], writer: JsonlWriter, bar: tqdm, batch: int) -> None:
+def _direct(policy: LMBackend, questions: list[Question], writer: JsonlWriter, bar: tqdm, batch: int,
+            readout: str = "argmax") -> None:
+    prompt = lambda q: policy.render(policy_messages(q, policy.has_chat_template, direct=True), DIRECT_PREFIX)
     for s in range(0, len(questions), batch):
         chunk = questions[s:s + batch]
         started = time.perf_counter()
-        prompts = [policy.render(policy_messages(q, policy.has_chat_template, direct=True), DIRECT_PREFIX)
-                   for q in chunk]
-        logprobs = policy.choice_logprobs(prompts, [q.letters for q in chunk])
+        logprobs = read_letters(policy, [(q, prompt) for q in chunk], readout)
         share = (time.perf_counter() - started) / len(chunk)
         for q, lp in zip(chunk, logprobs):
-            pred = max(lp, key=lp.get)
+            pred = best_letter(lp)
             writer.write({"id": q.id, "gold": q.answer, "prediction": pred, "correct": pred == q.answer,
                           "forced": False, "method": "direct", "steps": [], "tokens": 0,
                           "seconds": round(share, 3), "logprobs": lp})
@@ -260,7 +266,7 @@ def _qwc_examples(cfg: EvalConfig, questions: list[Question]) -> tuple[ScoredTra
 
     pool = cfg.qwc_pool or QWC_POOL
     examples = select(load_pool(pool), cfg.qwc_k)
-    ids = {q.id for q in questions}
+    ids = {split_id(q.id)[0] for q in questions}
     leaked = [e.question.id for e in examples if e.question.id in ids]
     if leaked:
         raise UserError(f"{pool}: holds question {leaked[0]!r}, which is being evaluated")
@@ -283,7 +289,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(records)
     acc = sum(r["correct"] for r in records) / n if n else 0.0
     mean = lambda key: sum(r.get(key, 0) for r in records) / n if n else 0.0
-    return {"n": n, "accuracy": acc, "stderr": math.sqrt(acc * (1 - acc) / n) if n else 0.0,
+    return {"n": n, "accuracy": acc, "stderr": math.sqrt(acc * (1 - acc) / n) if n else 0.0, **letter_stats(records),
             "forced": sum(r["forced"] for r in records), "tokens_per_question": mean("tokens"),
             "seconds_per_question": mean("seconds"),
             "searches_per_question": sum(r.get("stats", {}).get("searches", 0) for r in records) / n if n else 0.0}
@@ -296,17 +302,21 @@ def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None
     brought = {"policy": policy, "reward_agent": reward_agent, "retriever": retriever}
     check_eval_config(cfg, loaded=[name for name, part in brought.items() if part is not None])
     shard = parse_shard(cfg.shard) if cfg.shard else None
-    load = load_eval_benchmark(cfg.benchmark, limit=cfg.limit, shard=shard, skip_bad=cfg.skip_bad)
+    load = load_eval_benchmark(cfg.benchmark, skip_bad=cfg.skip_bad)
+    total = len(load.questions)
+    load = replace(load, questions=questions_asked(load.questions, limit=cfg.limit, sample=cfg.sample,
+                                                   seed=cfg.seed, shard=shard, permute=cfg.permute))
     if load.skipped_rows:
         print(f"--skip-bad: skipped {len(load.skipped_rows)} bad row(s): {'; '.join(load.skipped_rows)}", file=sys.stderr)
     if not load.questions:
         raise UserError(f"{load.path}: no questions to evaluate" + (f" in shard {cfg.shard}" if cfg.shard else ""))
     with open_run_folder(Path(cfg.out), asdict(cfg), force_new) as fp:
-        return _run_questions(cfg, load, Parts(policy, reward_agent, retriever, controller), fp)
+        return _run_questions(cfg, load, Parts(policy, reward_agent, retriever, controller), fp, total)
 
 
-def _run_questions(cfg: EvalConfig, load, parts: Parts, fingerprint: str) -> dict[str, Any]:
-    """The questions of ``load`` not yet in the run folder, then the summary of all of them."""
+def _run_questions(cfg: EvalConfig, load, parts: Parts, fingerprint: str, total: int) -> dict[str, Any]:
+    """The questions of ``load`` not yet in the run folder, then the summary of all of them (``total``:
+    the benchmark's size, for "n of N")."""
     out = Path(cfg.out)
     writer = JsonlWriter(out / "records.jsonl", stamp={"fingerprint": fingerprint})
     todo = [q for q in load.questions if q.id not in writer.done]
@@ -314,7 +324,7 @@ def _run_questions(cfg: EvalConfig, load, parts: Parts, fingerprint: str) -> dic
     if todo:
         parts = parts.complete(cfg)
         if cfg.method == "direct":
-            _direct(parts.policy, todo, writer, bar, cfg.batch_size)
+            _direct(parts.policy, todo, writer, bar, cfg.batch_size, cfg.search.readout)
         elif cfg.method in PULSE_METHODS:
             for t in parts.pulse_decoder(cfg).run(todo, batch=cfg.max_active):
                 writer.write(_pulse_record(t, cfg.method))
@@ -330,7 +340,8 @@ def _run_questions(cfg: EvalConfig, load, parts: Parts, fingerprint: str) -> dic
     writer.close()
     ids = {q.id for q in load.questions}
     records = [r for r in read_records(out / "records.jsonl") if r["id"] in ids]
-    summary = {"benchmark": cfg.benchmark, "method": cfg.method, "policy": cfg.policy,
+    summary = {"benchmark": cfg.benchmark, "method": cfg.method, "policy": cfg.policy, "of": total,
+               "permute": cfg.permute, **({"sample": cfg.sample, "seed": cfg.seed} if cfg.sample else {}),
                **({"reward_agent": cfg.reward_agent, "search": cfg.search_controller} if cfg.method == "pra" else {}),
                **({"search": cfg.search_controller} if cfg.method in ("pulse-front", "pulse-step") else {}),
                "skipped_bad_rows": load.skipped, "fingerprint": fingerprint, **summarize(records)}

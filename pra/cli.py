@@ -48,6 +48,7 @@ def _eval_config(args: argparse.Namespace):
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
+    from eval.letters import describe
     from eval.run import run_eval
 
     if args.suite:
@@ -57,13 +58,16 @@ def cmd_eval(args: argparse.Namespace) -> None:
         if given:
             raise UserError(f"--suite: runs take their settings from the suite file; drop {' '.join(given)}")
         for s in run_suite(args.suite, args.shard):
-            print(f"{s['method']:>11} {s['benchmark']:<13} {s['policy']:<22} accuracy {s['accuracy']:.3f} (n {s['n']})")
+            print(f"{s['method']:>11} {s['benchmark']:<13} {s['policy']:<22} accuracy {s['accuracy']:.3f} "
+                  f"(n {s['n']}: {s['questions']} of {s['of']} questions, options {s['permute']}; "
+                  f"constant letter {s['constant_letter_accuracy']:.3f})")
         return
     cfg = _eval_config(args)
     summary = run_eval(cfg, force_new=args.force_new)
     _table(f"{cfg.method} on {cfg.benchmark} ({cfg.policy})", summary,
            {"n": "n", "accuracy": "accuracy", "stderr": "± s.e.", "forced": "forced",
             "tokens_per_question": "tokens/q", "seconds_per_question": "s/q", "searches_per_question": "searches/q"})
+    print(describe(summary))
     print(f"records: {Path(cfg.out) / 'records.jsonl'}\nsummary: {Path(cfg.out) / 'summary.json'}")
 
 
@@ -184,6 +188,12 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(f"report: {path}")
 
 
+def cmd_compare(args: argparse.Namespace) -> None:
+    from eval.compare import compare_runs, markdown
+
+    print(markdown(compare_runs(args.runs, seed=args.seed)))
+
+
 def cmd_merge(args: argparse.Namespace) -> None:
     from eval.merge import merge_shards
 
@@ -222,7 +232,8 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", dest="max_steps", type=int)
     p.add_argument("--step-tokens", dest="step_tokens", type=int)
     p.add_argument("--temperature", type=float)
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="of --sample, --permute balanced and sampled steps")
+    p.add_argument("--readout", help="answers read from logits (direct, forced): argmax | permavg | calibrate")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -237,7 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_flags(p)
     p.add_argument("--benchmark")
     p.add_argument("--out", help="run folder: records.jsonl, summary.json")
-    p.add_argument("--limit", type=int)
+    p.add_argument("--limit", type=int, help="the first N questions (default: all)")
+    p.add_argument("--sample", type=int, help="a random sample of N questions, fixed by --seed, the same everywhere")
+    p.add_argument("--permute", help="option order: none | balanced (one rotation, gold letters uniform) | "
+                                     "cyclic (every rotation, a record each)")
     p.add_argument("--shard", help="i/n: this machine's share of the questions")
     p.add_argument("--skip-bad", dest="skip_bad", action="store_true", default=None)
     p.add_argument("--force-new", dest="force_new", action="store_true",
@@ -356,6 +370,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--injection", type=Path, nargs="+", default=[],
                    help="error-injection results (python -m eval.inject), one column each")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="paired accuracy differences of runs on the same (question, rotation) records")
+    p.add_argument("runs", nargs="+", type=Path, help="run folders; every pair is compared")
+    p.add_argument("--seed", type=int, default=0, help="of the bootstrap")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("merge", help="join the run folders of a --shard i/n split into one run folder")
     p.add_argument("out", type=Path, help="the merged run folder (must not hold records yet)")

@@ -80,3 +80,17 @@ def permuted(questions: Sequence[Question], permute: str, seed: int) -> list[Que
         gold = q.letters.index(q.answer)
         out.append(rotate(q, gold - target[i] % n))    # moves the gold option to letter target % n
     return out
+
+
+def questions_asked(questions: Sequence[Question], *, limit: int | None = None, sample: int | None = None,
+                    seed: int = 0, shard: tuple[int, int] | None = None, permute: str = "none") -> list[Question]:
+    """What a run asks: the first ``limit`` or a seeded ``sample`` (or all), this shard's share of those
+    questions (positions p with p % n == i: all rotations of a question stay on one machine), each
+    under the rotations ``permute`` asks for."""
+    if limit is not None and sample is not None:
+        raise UserError("--limit and --sample both choose the questions; give one")
+    chosen = sample_questions(questions, sample, seed) if sample is not None else list(questions)[:limit]
+    if shard is not None:
+        i, n = shard
+        chosen = chosen[i::n]
+    return permuted(chosen, permute, seed)

@@ -1,0 +1,39 @@
+"""What a run's accuracy owes to letters: the gold and predicted letter histograms, the best accuracy a
+constant answer gets on the same records (a method is only worth its gap above it), and, for runs that
+asked questions under several option rotations, the strict circular accuracy (right under every one)."""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any, Iterable
+
+from pra.selection import split_id
+
+
+def letter_stats(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    records = list(records)
+    gold = Counter(r["gold"] for r in records)
+    predicted = Counter(r["prediction"] or "none" for r in records)
+    best = max(sorted(gold), key=gold.__getitem__, default=None)
+    by_question: dict[str, list[bool]] = defaultdict(list)
+    for r in records:
+        by_question[split_id(r["id"])[0]].append(bool(r["correct"]))
+    stats = {"gold_letters": dict(sorted(gold.items())), "predicted_letters": dict(sorted(predicted.items())),
+             "constant_letter": best, "constant_letter_accuracy": gold[best] / len(records) if records else 0.0,
+             "questions": len(by_question)}
+    if len(by_question) < len(records):
+        stats["circular_accuracy"] = sum(all(v) for v in by_question.values()) / len(by_question)
+    return stats
+
+
+def describe(summary: dict[str, Any]) -> str:
+    """The lines a summary prints below its accuracy: n of N, the letters, the constant-letter baseline."""
+    hist = lambda h: " ".join(f"{k} {v}" for k, v in h.items())
+    chosen = f"sample {summary['sample']}, seed {summary['seed']}" if summary.get("sample") else "first/all"
+    lines = [f"n {summary['n']} records: {summary['questions']} of {summary['of']} questions ({chosen}), "
+             f"options {summary.get('permute', 'none')}",
+             f"gold letters: {hist(summary['gold_letters'])}; predicted: {hist(summary['predicted_letters'])}",
+             f"best constant letter: {summary['constant_letter']} scores {summary['constant_letter_accuracy']:.3f}"]
+    if "circular_accuracy" in summary:
+        lines.append(f"mean accuracy over rotations {summary['accuracy']:.3f}; strict circular accuracy "
+                     f"(right under every rotation) {summary['circular_accuracy']:.3f}")
+    return "\n".join(lines)
