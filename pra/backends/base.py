@@ -42,7 +42,7 @@ class BackendStats:
     extra: dict = field(default_factory=dict)
 
 
-class BackendNotInstalled(RuntimeError):
+class BackendNotInstalled(UserError, RuntimeError):
     pass
 
 
@@ -51,10 +51,15 @@ class LMBackend(ABC):
 
     name: str
     stats: BackendStats
+    context_window: int | None = None     # tokens of prompt and generation together; None: not known here
 
     @property
     @abstractmethod
     def has_chat_template(self) -> bool: ...
+
+    def prompt_tokens(self, prompt: str) -> int | None:
+        """How many tokens ``prompt`` takes, where the backend can tell (to check it fits the context)."""
+        return None
 
     @abstractmethod
     def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
@@ -118,6 +123,16 @@ def pick_logprobs(top: dict, keys: list) -> list[float]:
                               "values are unknown; raise top_logprobs (and the server's max_logprobs) or use "
                               "a backend with full logits (transformers)")
     return [top[k] for k in keys]
+
+
+def single_token_ids(tokenizer, choices: Sequence[str], model: str) -> list[int]:
+    """The token id of each choice (an answer letter, a digit), which must be one token to be read as
+    the next token's probability."""
+    ids = [tokenizer.encode(c, add_special_tokens=False) for c in choices]
+    for c, tok in zip(choices, ids):
+        if len(tok) != 1:
+            raise UserError(f"choice {c!r} is not a single token for {model} ({tok})")
+    return [tok[0] for tok in ids]
 
 
 def renormalise(logprobs: dict[str, float]) -> dict[str, float]:

@@ -3,7 +3,9 @@
 Prompts are rendered here with the model's own tokenizer and sent as text to ``POST /v1/completions``,
 so the server's chat handling plays no part. Requests go out concurrently from a thread pool; the
 server batches them (vLLM, SGLang) or queues them (llama.cpp). Log-probs come as top-k lists (k <= 20
-on most servers): a token missing from the list is unknown, and ``pick_logprobs`` refuses it.
+on most servers): a wanted token missing from the list is asked again with a wider list, and if still
+missing ``pick_logprobs`` refuses it. vLLM servers return exactly the wanted tokens
+(``logprob_token_ids``), so nothing is missing there.
 
 Server notes: llama-cpp-python's server needs ``--logits_all true`` for log-probs and ignores ``n``
 (detected on the first short answer; samples then go one per request); its defaults ``top_k=40`` and
@@ -23,11 +25,15 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from pra.backends.base import (BackendStats, Completion, LMBackend, Message, SamplingParams, SlotLogprobs,
-                               cut_at_stop, pick_logprobs, render_chat, renormalise)
+                               cut_at_stop, pick_logprobs, render_chat, renormalise, single_token_ids)
+from pra.errors import UserError
 from pra.selection import stable_seed
 
 
-class ServerError(RuntimeError):
+WIDE_TOP_LOGPROBS = 1000    # the second ask when a wanted token is missing from the first top-k list
+
+
+class ServerError(UserError, RuntimeError):
     """A request the server refused (4xx), or one that kept failing (connection, timeout, 429, 5xx)."""
 
 
@@ -154,18 +160,29 @@ class OpenAIBackend(LMBackend):
             out.append(Completion(text, tokens, hit or c.get("finish_reason") == "stop"))
         return out
 
-    def _next_token(self, prompt: str) -> dict[str, float]:
-        """The server's top-k (token text -> log p) for the token after ``prompt``."""
-        data = self._post({"prompt": prompt, "max_tokens": 1, "temperature": 0.0, "logprobs": self.top_logprobs})
+    def _next_token(self, prompt: str, k: int, token_ids: list[int]) -> dict[str, float]:
+        """Token text -> log p for the token after ``prompt``: the top ``k``, or on a vLLM server exactly
+        ``token_ids`` (its ``logprob_token_ids`` field; other servers ignore it)."""
+        data = self._post({"prompt": prompt, "max_tokens": 1, "temperature": 0.0, "logprobs": k,
+                           "logprob_token_ids": token_ids})
         lp = data["choices"][0]["logprobs"]
         if "top_logprobs" in lp:                       # OpenAI layout: vLLM, SGLang, llama-cpp-python
             return lp["top_logprobs"][0]
         return {t["token"]: t["logprob"] for t in lp["content"][0]["top_logprobs"]}   # llama.cpp server
 
+    def _read(self, prompt: str, keys: list[str]) -> list[float]:
+        """Log-probs of the single-token strings ``keys`` as the next token. A top-k list that lacks one
+        is asked again, wider, once; still missing, ``pick_logprobs`` refuses it."""
+        ids = single_token_ids(self.tokenizer, keys, self.name)
+        top = self._next_token(prompt, self.top_logprobs, ids)
+        if any(key not in top for key in keys):
+            top = self._next_token(prompt, WIDE_TOP_LOGPROBS, ids)
+        return pick_logprobs(top, keys)
+
     def choice_logprobs(self, prompts: list[str], choices: list[list[str]]) -> list[dict[str, float]]:
         start = time.perf_counter()
-        tops = list(self.pool.map(self._next_token, prompts))
-        out = [renormalise(dict(zip(opts, pick_logprobs(top, opts)))) for top, opts in zip(tops, choices)]
+        reads = list(self.pool.map(self._read, prompts, choices))
+        out = [renormalise(dict(zip(opts, lp))) for lp, opts in zip(reads, choices)]
         self._done(start)
         return out
 
@@ -179,9 +196,9 @@ class OpenAIBackend(LMBackend):
         keys = list(digits)
 
         def read(prompt: str) -> SlotLogprobs:
-            first = dict(zip(keys, pick_logprobs(self._next_token(prompt), keys)))
+            first = dict(zip(keys, self._read(prompt, keys)))
             best = max(keys, key=first.__getitem__)
-            second = dict(zip(keys, pick_logprobs(self._next_token(prompt + best + sep), keys)))
+            second = dict(zip(keys, self._read(prompt + best + sep, keys)))
             return SlotLogprobs(first, second)
 
         out = list(self.pool.map(read, [p + s for p, s in prompts]))

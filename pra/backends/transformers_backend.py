@@ -12,10 +12,9 @@ from transformers.cache_utils import DynamicLayer
 
 from pra.models import cache_argument, load_causal_lm
 from pra.backends.base import (BackendStats, Completion, LMBackend, Message, SamplingParams,
-                              SlotLogprobs, cut_at_stop, render_chat)
+                              SlotLogprobs, cut_at_stop, render_chat, single_token_ids)
 from pra.backends.prefix_cache import BLOCK, PrefixCache
 from pra.selection import stable_seed
-from pra.errors import UserError
 
 STOP_WINDOW = 8          # newest tokens decoded per step to look for a stop string
 FORWARD_COST = 32        # the fixed cost of one forward pass, in tokens of work (one CPU core, ~135M)
@@ -236,13 +235,7 @@ class TransformersBackend(LMBackend):
         return Completion(text=text, tokens=n_tokens, stopped=hit_stop or ended is not None)
 
     def token_ids(self, choices: list[str] | tuple[str, ...]) -> list[int]:
-        ids = []
-        for c in choices:
-            tok = self.tokenizer.encode(c, add_special_tokens=False)
-            if len(tok) != 1:
-                raise UserError(f"choice {c!r} is not a single token for {self.name} ({tok})")
-            ids.append(tok[0])
-        return ids
+        return single_token_ids(self.tokenizer, choices, self.name)
 
     @torch.inference_mode()
     def choice_logprobs(self, prompts: list[str], choices: list[list[str]]) -> list[dict[str, float]]:

@@ -16,8 +16,7 @@ from typing import Sequence
 from typing import Sequence
 
 from pra.backends.base import (BackendNotInstalled, BackendStats, Completion, LMBackend, Message, SamplingParams,
-                               SlotLogprobs, cut_at_stop, render_chat, renormalise)
-from pra.errors import UserError
+                               SlotLogprobs, cut_at_stop, render_chat, single_token_ids, renormalise)
 
 CPU_KV_CACHE_GIB = 2     # vLLM's CPU default reserves 92% of memory up front; 2 GiB holds ~45k SmolLM2 tokens
 CPU_BLOCK_SIZE = 32      # prefix caching reuses whole blocks; the CPU default (128) misses a beam's shared head
@@ -125,11 +124,7 @@ class VLLMBackend(LMBackend):
         return self.tokenizer(text, add_special_tokens=head and not self.has_chat_template)["input_ids"]
 
     def token_ids(self, choices: list[str] | tuple[str, ...]) -> list[int]:
-        ids = [self.tokenizer.encode(c, add_special_tokens=False) for c in choices]
-        for c, tok in zip(choices, ids):
-            if len(tok) != 1:
-                raise UserError(f"choice {c!r} is not a single token for {self.name} ({tok})")
-        return [tok[0] for tok in ids]
+        return single_token_ids(self.tokenizer, choices, self.name)
 
     def _run(self, ids: list[list[int]], params) -> list:
         outs = self.llm.generate([{"prompt_token_ids": x} for x in ids], params, use_tqdm=False,
