@@ -1,13 +1,19 @@
 """Option-permuted evaluation: seeded samples, rotations, answer readouts, per-question sampling seeds."""
+import json
 import math
+import os
 from collections import Counter
 
 import pytest
 
+from eval.compare import compare_records, mcnemar_exact
+from eval.letters import letter_stats
+from eval.run import EvalConfig
 from pra.benchmarks import load_eval_benchmark
+from pra.cli import main
 from pra.prompts import policy_messages
 from pra.readouts import best_letter, read_letters
-from pra.selection import permuted, rotate, sample_questions, split_id
+from pra.selection import permuted, questions_asked, rotate, sample_questions, split_id
 from pra.types import Question
 from search.engine import Engine, SearchConfig, Trace
 from tests.fakes import ScriptedPolicy
@@ -92,3 +98,62 @@ def test_one_question_gets_the_same_samples_alone_and_in_a_batch(smollm2):
     assert batched[qs[1].id] == alone
     assert batched[qs[0].id] != batched[qs[1].id]
     assert samples([rotate(qs[1], 1)], 1)[rotate(qs[1], 1).id] != alone     # a rotation is its own question
+
+
+def test_exact_mcnemar_on_known_counts():
+    assert mcnemar_exact(0, 5) == pytest.approx(2 / 32)
+    assert mcnemar_exact(3, 3) == 1.0 and mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(1, 9) == pytest.approx(2 * 11 / 1024)
+
+
+def rec(qid, correct, gold="A", prediction="A"):
+    return {"id": qid, "correct": correct, "gold": gold, "prediction": prediction}
+
+
+def test_compare_pairs_records_by_question_and_rotation():
+    ids = [f"q{i}{'' if r == 0 else f'@r{r}'}" for i in range(30) for r in range(4)]
+    a = [rec(i, False) for i in ids]
+    b = [rec(i, n % 3 == 0) for n, i in enumerate(ids)] + [rec("only-in-b", True)]
+    c = compare_records(a, b)
+    assert (c.n, c.questions, c.a_only, c.b_only) == (120, 30, 0, 40)
+    assert c.difference == pytest.approx(40 / 120) and c.ci_low <= c.difference <= c.ci_high
+    assert c.significant and c.mcnemar_p < 1e-6
+    same = compare_records(a, a)
+    assert (same.difference, same.ci_low, same.ci_high, same.mcnemar_p) == (0.0, 0.0, 0.0, 1.0)
+    assert not same.significant
+
+
+def test_letter_stats_show_what_a_constant_answer_gets():
+    records = [rec("q1", True, "A", "A"), rec("q1@r1", False, "D", "A"), rec("q2", True, "B", "B"),
+               rec("q2@r1", True, "A", "A")]
+    s = letter_stats(records)
+    assert s["gold_letters"] == {"A": 2, "B": 1, "D": 1} and s["predicted_letters"] == {"A": 3, "B": 1}
+    assert (s["constant_letter"], s["constant_letter_accuracy"]) == ("A", 0.5)
+    assert s["questions"] == 2 and s["circular_accuracy"] == 0.5
+    assert "circular_accuracy" not in letter_stats(records[::2])
+
+
+def test_a_run_without_limit_or_sample_asks_the_whole_benchmark():
+    assert EvalConfig().limit is None
+    qs = medmcqa()
+    assert len(questions_asked(qs)) == len(qs)
+    shards = [questions_asked(qs, sample=10, seed=3, shard=(i, 2), permute="cyclic") for i in range(2)]
+    assert sorted(q.id for s in shards for q in s) == sorted(q.id for q in questions_asked(qs, sample=10, seed=3,
+                                                                                            permute="cyclic"))
+
+
+@pytest.mark.slow
+def test_permuted_direct_runs_and_compare_as_a_user_runs_them(tmp_path, capsys):
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    common = ["eval", "--benchmark", "medmcqa-eval", "--method", "direct", "--permute", "cyclic",
+              "--sample", "3", "--seed", "0"]
+    main([*common, "--out", str(tmp_path / "argmax")])
+    main([*common, "--readout", "calibrate", "--out", str(tmp_path / "calibrate")])
+    printed = capsys.readouterr().out
+    assert "12 records: 3 of 1183 questions (sample 3, seed 0), options cyclic" in printed
+    assert "gold letters: A 3 B 3 C 3 D 3" in printed and "strict circular accuracy" in printed
+    summary = json.loads((tmp_path / "calibrate" / "summary.json").read_text())
+    assert summary["n"] == 12 and summary["questions"] == 3 and summary["constant_letter_accuracy"] == 0.25
+    main(["compare", str(tmp_path / "argmax"), str(tmp_path / "calibrate")])
+    table = capsys.readouterr().out
+    assert "| 12 (3) |" in table and "McNemar" in table

@@ -67,7 +67,7 @@ def test_table2_paired_deltas_and_missing_runs(tmp_path):
     make_run(tmp_path, "cot2", "cot", [False], policy="q")
     runs, _ = load_runs([tmp_path])
     text = backbone_swap(runs).render()
-    assert "+0.333 ± 0.333 (n=3)" in text                 # differences 0, 1, 0
+    assert "+0.333 [+0.000, +1.000] p=1 (n=3)" in text    # differences 0, 1, 0: bootstrap CI, McNemar
     assert "sc for p on bench: `pra eval --benchmark bench --policy p --method sc" in text
     assert "pra for q on bench" in text
 

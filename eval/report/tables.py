@@ -2,10 +2,10 @@
 ``pra eval`` command that would make it."""
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from typing import Iterable
 
+from eval.compare import compare_records
 from eval.report.markdown import Section, accuracy, eval_command, table
 from eval.report.posthoc import AGGREGATES, has_outcome, has_samples, posthoc_accuracy
 from eval.report.runs import Run
@@ -23,16 +23,12 @@ def _largest(runs: Iterable[Run]) -> Run | None:
 
 
 def paired_delta(a: Run, b: Run) -> str:
-    """a - b on the questions both answered, with the standard error of the paired differences."""
-    ca, cb = a.correct, b.correct
-    common = [i for i in ca if i in cb]
-    if not common:
+    """a - b on the records both have (question and rotation), with ``pra compare``'s paired bootstrap
+    95% CI and exact McNemar p."""
+    if not set(a.correct) & set(b.correct):
         return "—"
-    diffs = [int(ca[i]) - int(cb[i]) for i in common]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    var = sum((d - mean) ** 2 for d in diffs) / (n - 1) if n > 1 else 0.0
-    return f"{mean:+.3f} ± {math.sqrt(var / n):.3f} (n={n})"
+    c = compare_records(b.records, a.records)
+    return f"{c.difference:+.3f} [{c.ci_low:+.3f}, {c.ci_high:+.3f}] p={c.mcnemar_p:.2g} (n={c.n})"
 
 
 def methods_by_benchmark(runs: list[Run]) -> Section:
@@ -93,8 +89,9 @@ def backbone_swap(runs: list[Run]) -> Section:
         sec.missing.append("no cot, sc or pra runs")
         return sec
     sec.body.append(table(["benchmark", "policy", "CoT", "SC", "PRA", "Δ PRA − CoT", "Δ PRA − SC"], rows))
-    sec.body.append("Deltas are paired over the questions both runs answered (± standard error of the "
-                    "per-question differences). The PRA column prefers a trained agent that searches.")
+    sec.body.append("Deltas are paired over the records both runs have (question and option rotation), with "
+                    "the paired bootstrap 95% CI and the exact McNemar p of `pra compare`; a CI that covers 0 is "
+                    "no gain. The PRA column prefers a trained agent that searches.")
     return sec
 
 
