@@ -71,6 +71,7 @@ class EvalConfig:
     # quality-weighted context (qwc)
     qwc_pool: str | None = None       # scored training traces (JSONL); None: the shipped QWC_POOL
     qwc_k: int = 2                    # examples shown: k/2 highest and k/2 lowest quality
+    show: bool = False                # print each question's search tree, write OUT/viewer.html (the demo)
 
 
 RECIPES = Path(__file__).parent.parent / "search" / "recipes"
@@ -132,6 +133,8 @@ def _record(t: Trace, method: str) -> dict[str, Any]:
         "samples": [_sample(c) for c in t.beam],
         "context": [title for title, _ in t.context],
         **({"examples": [e.id for e in t.examples]} if t.examples else {}),
+        # The search tree: every ranked candidate, and which nodes the final beam (``answers``) ends on.
+        **({"tree": [asdict(n) for n in t.tree], "final": [c.node for c in t.beam]} if t.tree else {}),
         # The search tree: every ranked candidate, and which nodes the final beam (``answers``) ends on.
         **({"tree": [asdict(n) for n in t.tree], "final": [c.node for c in t.beam]} if t.tree else {}),
         "stats": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in t.stats.items()},

@@ -20,7 +20,7 @@ from pra.records import read_records
 # Fields that do not change a run's results: where it writes, which share of the questions it takes, how
 # many at once, and the throughput knobs. Every other config field, present or future, is in the fingerprint.
 NO_EFFECT = frozenset({"out", "shard", "limit", "max_active", "skip_bad", "batch_size", "base_url", "agent_base_url",
-                       "fingerprint"})
+                       "fingerprint", "show"})
 FILES = ("records.jsonl", "config.json", "summary.json")
 
 

@@ -64,11 +64,31 @@ def cmd_eval(args: argparse.Namespace) -> None:
         return
     cfg = _eval_config(args)
     summary = run_eval(cfg, force_new=args.force_new)
+    viewer = f"`pra show {cfg.out}` writes {Path(cfg.out) / 'viewer.html'}"
+    if cfg.show:
+        from eval.viewer.page import write_page
+        from eval.viewer.terminal import print_trees
+        from eval.viewer.trees import load_trees
+
+        trees = load_trees(cfg.out)
+        print_trees(trees)
+        viewer = f"{write_page(trees)} (open it in a browser)"
     _table(f"{cfg.method} on {cfg.benchmark} ({cfg.policy})", summary,
            {"n": "n", "accuracy": "accuracy", "stderr": "± s.e.", "forced": "forced",
             "tokens_per_question": "tokens/q", "seconds_per_question": "s/q", "searches_per_question": "searches/q"})
     print(describe(summary))
-    print(f"records: {Path(cfg.out) / 'records.jsonl'}\nsummary: {Path(cfg.out) / 'summary.json'}")
+    print(f"records: {Path(cfg.out) / 'records.jsonl'}\nsummary: {Path(cfg.out) / 'summary.json'}\nviewer: {viewer}")
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    from eval.viewer.page import write_page
+    from eval.viewer.trees import load_trees
+
+    trees = load_trees(args.run)
+    if args.print:
+        from eval.viewer.terminal import print_trees
+        print_trees(trees)
+    print(f"viewer: {write_page(trees, args.out)}")
 
 
 def cmd_index_build(args: argparse.Namespace) -> None:
@@ -375,6 +395,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", type=Path, help="run folders; every pair is compared")
     p.add_argument("--seed", type=int, default=0, help="of the bootstrap")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("show", help="one self-contained HTML page of a run's search trees (opens offline)")
+    p.add_argument("run", type=Path, help="a run folder (config.json, records.jsonl)")
+    p.add_argument("--out", type=Path, help="the page (default: RUN/viewer.html)")
+    p.add_argument("--print", action="store_true", help="also print each question's tree in the terminal")
+    p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("merge", help="join the run folders of a --shard i/n split into one run folder")
     p.add_argument("out", type=Path, help="the merged run folder (must not hold records yet)")

@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from eval import palette  # noqa: E402
 from eval.report.markdown import Section, accuracy, eval_command, table  # noqa: E402
 from eval.report.runs import Run  # noqa: E402
 from pra.errors import UserError
@@ -155,15 +156,16 @@ def tradeoff_figure(runs: list[Run], out: Path) -> Section:
         front = set(pareto(pts))
         fig, ax = plt.subplots(figsize=(5, 3.5))
         if thresholds:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", color="tab:blue", label="threshold:θ")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", color=palette.SEARCHED.color, label="threshold:θ")
             for r, (s, a) in zip(thresholds, pts):
                 ax.annotate(f"θ={theta_of(r):g}", (s, a), fontsize=7, xytext=(3, 3), textcoords="offset points")
             fp = sorted(pts[i] for i in front)
             ax.plot([p[0] for p in fp], [p[1] for p in fp], "-", color="tab:red", label="Pareto frontier")
         for r in others:
             s = r.summary
-            ax.plot([s["searches_per_question"]], [s["accuracy"]], "^", label=f"search {r.controller}")
-        _finish(fig, ax, "searches per question", f"{policy} on {bench}, agent {agent}",
+            never = {"color": palette.NOT_SEARCHED.color} if r.controller == "never" else {}
+            ax.plot([s["searches_per_question"]], [s["accuracy"]], "^", label=f"search {r.controller}", **never)
+        _finish(fig, ax, palette.SEARCHES, f"{policy} on {bench}, agent {agent}",
                 out / f"fig3-{_slug(bench, policy, agent)}.png", sec)
         for i, r in enumerate(thresholds + others):
             s = r.summary

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from eval import palette
 from eval.report.figures import plt, save_plot
 from eval.report.markdown import Section, mean_se, table
 from pra.records import read_records
@@ -102,11 +103,11 @@ def by_difficulty(steps: list[LabelledStep], answers: dict[tuple[str, int], str 
 def _figure(bins: list[Bin], xlabel: str, title: str, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(5, 3.5))
     xs = range(len(bins))
-    for attr, label, shift in (("correct", "correct traces", -0.05), ("incorrect", "incorrect traces", 0.05)):
+    for attr, mark, shift in (("correct", palette.CORRECT, -0.05), ("incorrect", palette.INCORRECT, 0.05)):
         stats = [mean_se(getattr(b, attr)) for b in bins]
         pts = [(x + shift, st) for x, st in zip(xs, stats) if st]
         ax.errorbar([p[0] for p in pts], [p[1][0] for p in pts], yerr=[p[1][1] for p in pts],
-                    marker="o", capsize=3, label=label)
+                    marker="o", capsize=3, label=f"{mark.name} traces", color=mark.color)
     ax.set_xticks(list(xs), [b.name for b in bins], fontsize=8)
     save_plot(fig, ax, xlabel, "mean |dm|", title, path)
 
