@@ -84,13 +84,15 @@ def permuted(questions: Sequence[Question], permute: str, seed: int) -> list[Que
 
 def questions_asked(questions: Sequence[Question], *, limit: int | None = None, sample: int | None = None,
                     seed: int = 0, shard: tuple[int, int] | None = None, permute: str = "none") -> list[Question]:
-    """What a run asks: the first ``limit`` or a seeded ``sample`` (or all), this shard's share of those
-    questions (positions p with p % n == i: all rotations of a question stay on one machine), each
-    under the rotations ``permute`` asks for."""
+    """What a run asks: the first ``limit`` or a seeded ``sample`` (or all), each under the rotations
+    ``permute`` asks for, then this shard's share (the questions at positions p with p % n == i, with
+    all their rotations), so that a sharded run asks exactly what the whole run asks."""
     if limit is not None and sample is not None:
         raise UserError("--limit and --sample both choose the questions; give one")
     chosen = sample_questions(questions, sample, seed) if sample is not None else list(questions)[:limit]
-    if shard is not None:
-        i, n = shard
-        chosen = chosen[i::n]
-    return permuted(chosen, permute, seed)
+    asked = permuted(chosen, permute, seed)
+    if shard is None:
+        return asked
+    i, n = shard
+    mine = {q.id for q in chosen[i::n]}
+    return [q for q in asked if split_id(q.id)[0] in mine]

@@ -137,9 +137,10 @@ def test_a_run_without_limit_or_sample_asks_the_whole_benchmark():
     assert EvalConfig().limit is None
     qs = medmcqa()
     assert len(questions_asked(qs)) == len(qs)
-    shards = [questions_asked(qs, sample=10, seed=3, shard=(i, 2), permute="cyclic") for i in range(2)]
-    assert sorted(q.id for s in shards for q in s) == sorted(q.id for q in questions_asked(qs, sample=10, seed=3,
-                                                                                            permute="cyclic"))
+    for permute in ("cyclic", "balanced"):
+        whole = questions_asked(qs, sample=10, seed=3, permute=permute)
+        shards = [questions_asked(qs, sample=10, seed=3, shard=(i, 3), permute=permute) for i in range(3)]
+        assert sorted(q.id for s in shards for q in s) == sorted(q.id for q in whole)
 
 
 @pytest.mark.slow
