@@ -3,6 +3,7 @@ constant answer gets on the same records (a method is only worth its gap above i
 asked questions under several option rotations, the strict circular accuracy (right under every one)."""
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
@@ -37,3 +38,17 @@ def describe(summary: dict[str, Any]) -> str:
         lines.append(f"mean accuracy over rotations {summary['accuracy']:.3f}; strict circular accuracy "
                      f"(right under every rotation) {summary['circular_accuracy']:.3f}")
     return "\n".join(lines)
+
+
+def clustered_stderr(records: list[dict[str, Any]]) -> float:
+    """Standard error of the accuracy with a question's rotations as one cluster (they are not
+    independent draws): sqrt(sum over questions of (sum of its residuals)^2) / n. With one record per
+    question it is sqrt(acc (1 - acc) / n)."""
+    n = len(records)
+    if not n:
+        return 0.0
+    acc = sum(bool(r["correct"]) for r in records) / n
+    residuals: dict[str, float] = defaultdict(float)
+    for r in records:
+        residuals[split_id(r["id"])[0]] += bool(r["correct"]) - acc
+    return math.sqrt(sum(v * v for v in residuals.values())) / n

@@ -10,7 +10,6 @@ retrieve after every step), which have their own step loop.
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -26,7 +25,7 @@ from pra.readouts import best_letter, read_letters
 from pra.records import JsonlWriter, read_records
 from pra.selection import questions_asked, split_id
 from eval.checks import check_eval_config
-from eval.letters import letter_stats
+from eval.letters import clustered_stderr, letter_stats
 from eval.run_folder import open_run_folder
 from pra.types import Question, ScoredTrace
 from pra.backends.base import LMBackend
@@ -292,7 +291,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(records)
     acc = sum(r["correct"] for r in records) / n if n else 0.0
     mean = lambda key: sum(r.get(key, 0) for r in records) / n if n else 0.0
-    return {"n": n, "accuracy": acc, "stderr": math.sqrt(acc * (1 - acc) / n) if n else 0.0, **letter_stats(records),
+    return {"n": n, "accuracy": acc, "stderr": clustered_stderr(records), **letter_stats(records),
             "forced": sum(r["forced"] for r in records), "tokens_per_question": mean("tokens"),
             "seconds_per_question": mean("seconds"),
             "searches_per_question": sum(r.get("stats", {}).get("searches", 0) for r in records) / n if n else 0.0}

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from eval.compare import compare_records, mcnemar_exact
-from eval.letters import letter_stats
+from eval.letters import clustered_stderr, letter_stats
 from eval.run import EvalConfig
 from pra.benchmarks import load_eval_benchmark
 from pra.cli import main
@@ -158,3 +158,10 @@ def test_permuted_direct_runs_and_compare_as_a_user_runs_them(tmp_path, capsys):
     main(["compare", str(tmp_path / "argmax"), str(tmp_path / "calibrate")])
     table = capsys.readouterr().out
     assert "| 12 (3) |" in table and "McNemar" in table
+
+
+def test_the_standard_error_counts_a_questions_rotations_once():
+    single = [rec(f"q{i}", i % 2 == 0) for i in range(10)]
+    assert clustered_stderr(single) == pytest.approx(math.sqrt(0.5 * 0.5 / 10))
+    rotated = [rec(f"q{i}{'' if r == 0 else f'@r{r}'}", i % 2 == 0) for i in range(10) for r in range(4)]
+    assert clustered_stderr(rotated) == pytest.approx(math.sqrt(0.5 * 0.5 / 10))   # 40 records, 10 questions
