@@ -116,6 +116,10 @@ class CachedRetriever:
         self.hits = self.misses = 0
 
     def retrieve(self, queries: list[str], k: int) -> list[list[Hit]]:
+        if k < 1:
+            raise UserError(f"k, the passages per query, must be at least 1, got {k}")
+        if any(not q.strip() for q in queries):
+            raise UserError("an empty query matches nothing in particular; give it some words")
         keys = [(q, k, self.mode) for q in queries]
         found = {}
         for key in keys:

@@ -16,20 +16,21 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from tqdm import tqdm
 
-from pra.benchmarks import DATA, load_eval_benchmark, parse_shard
+from pra.benchmarks import DATA, BenchmarkLoad, load_eval_benchmark, parse_shard
 from pra.prompts import DIRECT_PREFIX, policy_messages
 from pra.readouts import best_letter, read_letters
 from pra.records import JsonlWriter, read_records
 from pra.selection import questions_asked, split_id
 from eval.checks import check_eval_config
 from eval.letters import clustered_stderr, letter_stats
+from eval.prompt_fit import overlong
 from eval.run_folder import open_run_folder
 from pra.types import Question, ScoredTrace
 from pra.backends.base import LMBackend
 from search.engine import Engine, SearchConfig, Trace
+from pra.config_files import read_yaml
 from pra.errors import MissingFile, UserError
 
 if TYPE_CHECKING:
@@ -92,20 +93,24 @@ def eval_config(data: dict[str, Any], where: str = "eval config") -> EvalConfig:
     base: dict[str, Any] = {}
     if recipe := data.pop("recipe", None):
         path = yaml_file(recipe, RECIPES, "recipe")
-        base = yaml.safe_load(path.read_text()) or {}
+        base = read_yaml(path)
         _check_fields(base, str(path))
     _check_fields(data, where)
-    search = {**base.pop("search", {}), **(data.pop("search", None) or {})}
-    unknown = set(search) - {f.name for f in fields(SearchConfig)}
-    if unknown:
-        raise UserError(f"{where}: unknown search field(s) {', '.join(sorted(unknown))}")
+    search = {**(base.pop("search", None) or {}), **(data.pop("search", None) or {})}
     return EvalConfig(**{**base, **data}, search=SearchConfig(**search))
 
 
 def _check_fields(data: dict[str, Any], where: str) -> None:
+    """Unknown fields, and unknown fields of the ``search:`` block, are errors naming ``where``."""
     unknown = set(data) - {f.name for f in fields(EvalConfig)}
     if unknown:
         raise UserError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    search = data.get("search") or {}
+    if not isinstance(search, dict):
+        raise UserError(f"{where}: `search` must be a mapping of search fields, got {search!r:.60}")
+    unknown = set(search) - {f.name for f in fields(SearchConfig)}
+    if unknown:
+        raise UserError(f"{where}: unknown search field(s) {', '.join(sorted(unknown))}")
 
 
 def engine_config(cfg: EvalConfig) -> SearchConfig:
@@ -132,8 +137,6 @@ def _record(t: Trace, method: str) -> dict[str, Any]:
         "samples": [_sample(c) for c in t.beam],
         "context": [title for title, _ in t.context],
         **({"examples": [e.id for e in t.examples]} if t.examples else {}),
-        # The search tree: every ranked candidate, and which nodes the final beam (``answers``) ends on.
-        **({"tree": [asdict(n) for n in t.tree], "final": [c.node for c in t.beam]} if t.tree else {}),
         # The search tree: every ranked candidate, and which nodes the final beam (``answers``) ends on.
         **({"tree": [asdict(n) for n in t.tree], "final": [c.node for c in t.beam]} if t.tree else {}),
         "stats": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in t.stats.items()},
@@ -186,25 +189,22 @@ class Parts:
     controller: object | None = None
 
     def complete(self, cfg: EvalConfig) -> "Parts":
+        if cfg.method == "pra" and self.reward_agent is None:
+            # Before the policy: on vLLM an agent with an adapter starts the engine with LoRA on, and a
+            # policy on the same base then shares that engine.
+            self.reward_agent = _reward_agent(cfg)
         if self.policy is None:
             from pra.backends import load_policy
             # batch_size is the transformers backend's; vLLM and servers schedule their own batches.
             extra = {"transformers": {"batch_size": cfg.batch_size}, "openai": {"base_url": cfg.base_url}}
             self.policy = load_policy(cfg.policy, backend=cfg.backend, **extra.get(cfg.backend, {}))
-        if cfg.method == "pra":
+        if cfg.method == "pra" and self.controller is None:
             from search.controllers import make_controller
-            if self.controller is None:
-                bm25 = None
-                if cfg.search_controller.startswith("rsus"):
-                    from corpora.retrieval import load_retriever
-                    bm25 = load_retriever(cfg.corpus, mode="bm25")    # RSUS's entity entropy is a BM25 signal
-                self.controller = make_controller(cfg.search_controller, cfg.search.seed, policy=self.policy,
-                                                  bm25=bm25)
-            if self.reward_agent is None and cfg.agent_backend == "transformers":
-                from pra.reward_agent import load_reward_agent
-                self.reward_agent = load_reward_agent(cfg.reward_agent, batch_size=cfg.batch_size)
-            elif self.reward_agent is None:
-                self.reward_agent = _remote_reward_agent(cfg)
+            bm25 = None
+            if cfg.search_controller.startswith("rsus"):
+                from corpora.retrieval import load_retriever
+                bm25 = load_retriever(cfg.corpus, mode="bm25")    # RSUS's entity entropy is a BM25 signal
+            self.controller = make_controller(cfg.search_controller, cfg.search.seed, policy=self.policy, bm25=bm25)
         needs_retriever = cfg.method in ("rag", "rag-sc") or (cfg.method == "pra" and cfg.search_controller != "never")
         if needs_retriever and self.retriever is None:
             from corpora.retrieval import load_retriever
@@ -235,20 +235,20 @@ class Parts:
                       retriever=self.retriever, controller=self.controller)
 
 
-def _remote_reward_agent(cfg: EvalConfig):
-    """The reward agent on a server (``openai``: the served name is ``reward_agent``, rendered with its
-    base model's tokenizer) or in vLLM (an untrained backbone: vLLM here does not load adapters)."""
+def _reward_agent(cfg: EvalConfig):
+    """The reward agent on its backend: transformers (the adapter merged into the weights), vLLM (the
+    adapter as a LoRA request on the base model's engine) or a server (``openai``: the served name is
+    ``reward_agent``, rendered with its base model's tokenizer)."""
     from pra.backends import load_policy
     from pra.models import resolve_reward_agent
-    from pra.reward_agent import RewardAgent
+    from pra.reward_agent import RewardAgent, load_reward_agent
 
+    if cfg.agent_backend == "transformers":
+        return load_reward_agent(cfg.reward_agent, batch_size=cfg.batch_size)
     base, adapter = resolve_reward_agent(cfg.reward_agent)
     if cfg.agent_backend == "openai":
         return RewardAgent(load_policy(cfg.reward_agent, backend="openai", base_url=cfg.agent_base_url, tokenizer=base))
-    if adapter:
-        raise UserError(f"--agent-backend {cfg.agent_backend}: {cfg.reward_agent} is an adapter; serve it with "
-                         "`vllm serve BASE --enable-lora --lora-modules NAME=FOLDER` and use --agent-backend openai")
-    return RewardAgent(load_policy(base, backend=cfg.agent_backend))
+    return RewardAgent(load_policy(base, backend=cfg.agent_backend, adapter=adapter))
 
 
 def _rag_context(cfg: EvalConfig, parts: Parts, questions: list[Question]) -> dict[str, tuple]:
@@ -294,7 +294,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"n": n, "accuracy": acc, "stderr": clustered_stderr(records), **letter_stats(records),
             "forced": sum(r["forced"] for r in records), "tokens_per_question": mean("tokens"),
             "seconds_per_question": mean("seconds"),
-            "searches_per_question": sum(r.get("stats", {}).get("searches", 0) for r in records) / n if n else 0.0}
+            "searches_per_question": sum(r.get("stats", {}).get("searches", 0) for r in records) / n if n else 0.0,
+            "skipped_too_long": sum("skipped" in r for r in records)}
 
 
 def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None, retriever=None,
@@ -316,7 +317,24 @@ def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None
         return _run_questions(cfg, load, Parts(policy, reward_agent, retriever, controller), fp, total)
 
 
-def _run_questions(cfg: EvalConfig, load, parts: Parts, fingerprint: str, total: int) -> dict[str, Any]:
+def _skip_overlong(cfg: EvalConfig, parts: Parts, todo: list[Question], context: dict[str, tuple],
+                   examples: tuple[ScoredTrace, ...], writer: JsonlWriter, bar: tqdm) -> list[Question]:
+    """Record the questions whose prompts do not fit the context as skipped (answered by no one: counted
+    wrong, with the reason), say so, and return the others."""
+    too_long = overlong(cfg, parts, todo, context, examples)
+    for q in todo:
+        if q.id in too_long:
+            writer.write({"id": q.id, "gold": q.answer, "prediction": None, "correct": False, "forced": False,
+                          "method": cfg.method, "steps": [], "tokens": 0, "seconds": 0.0, "skipped": too_long[q.id]})
+            bar.update()
+    if too_long:
+        first = next(iter(too_long.items()))
+        print(f"skipped {len(too_long)} question(s) too long for the context, recorded as wrong; e.g. {first[0]}: "
+              f"{first[1]}", file=sys.stderr)
+    return [q for q in todo if q.id not in too_long]
+
+
+def _run_questions(cfg: EvalConfig, load: BenchmarkLoad, parts: Parts, fingerprint: str, total: int) -> dict[str, Any]:
     """The questions of ``load`` not yet in the run folder, then the summary of all of them (``total``:
     the benchmark's size, for "n of N")."""
     out = Path(cfg.out)
@@ -325,6 +343,9 @@ def _run_questions(cfg: EvalConfig, load, parts: Parts, fingerprint: str, total:
     bar = tqdm(total=len(load.questions), initial=len(load.questions) - len(todo), desc=f"{cfg.method} {cfg.benchmark}")
     if todo:
         parts = parts.complete(cfg)
+        context, examples = _rag_context(cfg, parts, todo), _qwc_examples(cfg, todo)
+        todo = _skip_overlong(cfg, parts, todo, context, examples, writer, bar)
+    if todo:
         if cfg.method == "direct":
             _direct(parts.policy, todo, writer, bar, cfg.batch_size, cfg.search.readout)
         elif cfg.method in PULSE_METHODS:
@@ -332,7 +353,6 @@ def _run_questions(cfg: EvalConfig, load, parts: Parts, fingerprint: str, total:
                 writer.write(_pulse_record(t, cfg.method))
                 bar.update()
         else:
-            context, examples = _rag_context(cfg, parts, todo), _qwc_examples(cfg, todo)
             engine = parts.engine(cfg)
             traces = (Trace(q, context=context.get(q.id, ()), examples=examples) for q in todo)
             for t in engine.run(traces, max_active=cfg.max_active):

@@ -18,9 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
-
 from eval.run import PULSE_METHODS, EvalConfig, Parts, eval_config, run_eval, yaml_file
+from pra.config_files import read_yaml
 from pra.errors import UserError
 from pra.folder_lock import exclusive
 
@@ -29,7 +28,7 @@ SUITES = Path(__file__).parent / "suites"
 
 def load_suite(name: str) -> list[EvalConfig]:
     path = yaml_file(name, SUITES, "suite")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml(path)
     if not isinstance(data.get("runs"), list) or not data["runs"]:
         raise UserError(f"{path}: needs a non-empty `runs:` list")
     defaults = data.get("defaults") or {}

@@ -100,6 +100,10 @@ def cmd_index_build(args: argparse.Namespace) -> None:
 def cmd_retrieve(args: argparse.Namespace) -> None:
     from corpora.retrieval import format_hits, load_retriever
 
+    if not args.text.strip():
+        raise UserError("TEXT: the query is empty; give it some words")
+    if args.k < 1:
+        raise UserError(f"--k must be at least 1, got {args.k}")
     retriever = load_retriever(args.corpus, mode=args.mode, encoder=args.encoder)
     print(format_hits(retriever.retrieve([args.text], args.k)[0]))
 
@@ -391,16 +395,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="error-injection results (python -m eval.inject), one column each")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="paired accuracy differences of runs on the same (question, rotation) records")
-    p.add_argument("runs", nargs="+", type=Path, help="run folders; every pair is compared")
-    p.add_argument("--seed", type=int, default=0, help="of the bootstrap")
-    p.set_defaults(func=cmd_compare)
-
     p = sub.add_parser("show", help="one self-contained HTML page of a run's search trees (opens offline)")
     p.add_argument("run", type=Path, help="a run folder (config.json, records.jsonl)")
     p.add_argument("--out", type=Path, help="the page (default: RUN/viewer.html)")
     p.add_argument("--print", action="store_true", help="also print each question's tree in the terminal")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("compare", help="paired accuracy differences of runs on the same (question, rotation) records")
+    p.add_argument("runs", nargs="+", type=Path, help="run folders; every pair is compared")
+    p.add_argument("--seed", type=int, default=0, help="of the bootstrap")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("merge", help="join the run folders of a --shard i/n split into one run folder")
     p.add_argument("out", type=Path, help="the merged run folder (must not hold records yet)")

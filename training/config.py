@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
+from pra.config_files import read_yaml
 from pra.errors import MissingFile, UserError
 
 RECIPES = Path(__file__).parent / "recipes"
@@ -92,7 +92,7 @@ def load_config(cls: type, section: str, recipe: str | None, overrides: dict[str
     data: dict[str, Any] = {}
     if recipe:
         path = recipe_path(recipe)
-        data = (yaml.safe_load(path.read_text()) or {}).get(section) or {}
+        data = read_yaml(path).get(section) or {}
         unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
             raise UserError(f"{path}: unknown {section} field(s) {', '.join(sorted(unknown))}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -193,9 +194,15 @@ def train(cfg: TrainConfig) -> dict[str, Any] | None:
     args = training_arguments(cfg, run)
     backend = TransformersBackend(cfg.base, batch_size=16, dtype="float32", device=str(args.device))
     encoded = [(encode(backend, e, cfg.max_doc_chars), e) for e in train_set]
+    if backend.context_window and cfg.max_tokens > backend.context_window:
+        raise UserError(f"max_tokens {cfg.max_tokens} exceeds the {backend.context_window}-token context of {cfg.base}")
     kept = [{"input_ids": ids, "reward": e.reward, "search": e.search} for ids, e in encoded if len(ids) <= cfg.max_tokens]
     if not kept:
         raise UserError(f"no training example fits in max_tokens={cfg.max_tokens}")
+    if len(kept) < len(encoded):
+        longest = max(len(ids) for ids, _ in encoded)
+        print(f"dropped {len(encoded) - len(kept)} of {len(encoded)} training examples longer than max_tokens="
+              f"{cfg.max_tokens} (the longest: {longest} tokens); a larger max_tokens keeps them", file=sys.stderr)
     steps = optimizer_steps(cfg, len(kept), args.world_size)
     args.warmup_steps = min(cfg.warmup_steps, steps)
     record = {**asdict(cfg), "train_examples": len(kept), "dropped_too_long": len(encoded) - len(kept),
