@@ -57,7 +57,7 @@ def _factory(kind: str, n: int, dim: int):
 
     nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))  # faiss wants ~39 training points per list
     if kind == "ivfpq" and dim % 8:
-        raise MissingFile(f"ivfpq needs a dimension divisible by 8 (got {dim})")
+        raise UserError(f"ivfpq needs a dimension divisible by 8 (got {dim})")
     spec = {"flat": "Flat", "ivf": f"IVF{nlist},Flat", "hnsw": "HNSW32", "ivfpq": f"IVF{nlist},PQ{dim // 8}"}
     return faiss.index_factory(dim, spec[kind], faiss.METRIC_INNER_PRODUCT)
 
@@ -82,7 +82,7 @@ def build_index(corpus: str | Path | Corpus = "medcorp-mini", encoder: str | Enc
     corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
     config = encoder_config(encoder)
     if kind not in KINDS:  # fail before the long embedding run
-        raise MissingFile(f"unknown index kind {kind!r}; one of {KINDS}")
+        raise UserError(f"unknown index kind {kind!r}; one of {KINDS}")
     out = Path(out_dir) if out_dir else index_dir(corpus, config, kind)
     tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
