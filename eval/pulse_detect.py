@@ -21,7 +21,7 @@ from pra.pulse.dataset import StepTable, load_features
 from pra.pulse.metrics import detection_metrics, youden_threshold
 from pra.pulse.probe import Probe
 from pra.records import JsonlWriter, read_records
-from pra.errors import UserError
+from pra.errors import MissingFile, UserError
 
 
 def probe_name(p: Probe) -> str:
@@ -78,4 +78,6 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def load_rows(path: str | Path) -> list[dict[str, Any]]:
+    if not Path(path).is_file():
+        raise MissingFile(f"{path}: no results file (write one with `pra probe eval --results`)")
     return list(read_records(path))

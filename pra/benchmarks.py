@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from pra.errors import UserError
 from pra.types import Question
 
 DATA = Path(__file__).parents[1] / "eval" / "data"   # the shipped copies, with their licenses
@@ -32,7 +33,7 @@ TRAIN_BENCHMARKS = frozenset({"medmcqa-train"})
 EVAL_BENCHMARKS = frozenset(BENCHMARKS) - TRAIN_BENCHMARKS
 
 
-class BenchmarkError(ValueError):
+class BenchmarkError(UserError):
     """Unknown benchmark, missing file, malformed row (``file:where: field ...``) or a refused split."""
 
 
