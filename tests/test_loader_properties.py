@@ -1,0 +1,106 @@
+"""Property-based tests of the loaders: benchmark JSON-lines and CSV files and resumable record files.
+Any well-formed file loads back exactly; any one damaged row (bad JSON, a byte that is not UTF-8) is
+named by file and line, and ``skip_bad`` skips exactly that row and lists it."""
+import csv
+import io
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pra.benchmarks import LETTERS, BenchmarkError, load_benchmark
+from pra.records import JsonlWriter, read_records
+
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40).filter(str.strip)
+
+
+@st.composite
+def generic_rows(draw):
+    n = draw(st.integers(1, 8))
+    ids = draw(st.lists(st.text("abcdefgh0123456789", min_size=1, max_size=8), min_size=n, max_size=n, unique=True))
+    rows = []
+    for qid in ids:
+        options = draw(st.lists(text, min_size=2, max_size=6))
+        rows.append({"id": qid, "question": draw(text), "options": options,
+                     "answer": LETTERS[draw(st.integers(0, len(options) - 1))]})
+    return rows
+
+
+def _write(data: bytes, suffix: str) -> Path:
+    folder = Path(tempfile.mkdtemp())
+    path = folder / f"bench{suffix}"
+    path.write_bytes(data)
+    return path
+
+
+@FAST
+@given(generic_rows())
+def test_well_formed_jsonl_loads_back_exactly(rows):
+    path = _write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode(), ".jsonl")
+    load = load_benchmark(str(path))
+    assert load.skipped == 0
+    assert [(q.id, q.question, list(q.options.values()), q.answer) for q in load.questions] == \
+           [(r["id"], r["question"], r["options"], r["answer"]) for r in rows]
+
+
+@FAST
+@given(generic_rows(), st.data())
+def test_one_truncated_json_row_is_named_and_skippable(rows, data):
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    bad = data.draw(st.integers(0, len(lines) - 1))
+    lines[bad] = lines[bad][:data.draw(st.integers(1, len(lines[bad]) - 1))]
+    path = _write(("\n".join(lines) + "\n").encode(), ".jsonl")
+    with pytest.raises(BenchmarkError, match=rf"{path}:{bad + 1}: invalid JSON: .* \(column \d+\)"):
+        load_benchmark(str(path))
+    load = load_benchmark(str(path), skip_bad=True)
+    assert [q.id for q in load.questions] == [r["id"] for i, r in enumerate(rows) if i != bad]
+    assert len(load.skipped_rows) == 1 and load.skipped_rows[0].startswith(f"{path}:{bad + 1}: invalid JSON")
+
+
+@FAST
+@given(generic_rows(), st.data())
+def test_a_byte_that_is_not_utf8_is_named_by_line_and_column_and_skippable(rows, data):
+    lines = [json.dumps(r, ensure_ascii=False).encode() for r in rows]
+    bad = data.draw(st.integers(0, len(lines) - 1))
+    cut = lines[bad].index(b'"question": "') + len(b'"question": "')      # inside the question's text
+    lines[bad] = lines[bad][:cut] + b"\xff" + lines[bad][cut:]
+    path = _write(b"\n".join(lines) + b"\n", ".jsonl")
+    column = len(lines[bad][:cut].decode()) + 1
+    with pytest.raises(BenchmarkError, match=rf"{path}:{bad + 1}: not UTF-8: byte 0xff at column {column}$"):
+        load_benchmark(str(path))
+    load = load_benchmark(str(path), skip_bad=True)
+    assert [q.id for q in load.questions] == [r["id"] for i, r in enumerate(rows) if i != bad]
+    assert load.skipped == 1
+
+
+@FAST
+@given(st.lists(st.tuples(text, text, text, text, text, st.sampled_from("ABCD")), min_size=1, max_size=8))
+def test_mmlu_csv_loads_back_exactly(rows):
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(rows)
+    path = _write(buffer.getvalue().encode(), ".csv")
+    load = load_benchmark(str(path))
+    assert [(q.question, *q.options.values(), q.answer) for q in load.questions] == [tuple(r) for r in rows]
+
+
+@FAST
+@given(st.lists(st.dictionaries(st.sampled_from(["a", "b", "text"]), st.integers() | text, max_size=3), max_size=10),
+       st.integers(1, 30))
+def test_records_resume_and_a_torn_tail_is_dropped(records, tear):
+    path = Path(tempfile.mkdtemp()) / "r.jsonl"
+    with JsonlWriter(path) as w:
+        for i, r in enumerate(records):
+            w.write({"id": str(i), **r})
+    written = [{"id": str(i), **r} for i, r in enumerate(records)]
+    assert list(read_records(path)) == written
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"id": "torn", "text": "x" * 40})[:tear])            # a write cut short by a kill
+    assert list(read_records(path)) == written
+    with JsonlWriter(path) as w:
+        assert w.done == {r["id"] for r in written}
+        w.write({"id": "next"})
+    assert [r["id"] for r in read_records(path)] == [r["id"] for r in written] + ["next"]
