@@ -22,8 +22,10 @@ FILES = {
 
 # (argv, what the one error line must contain); {tmp} is the test's folder.
 CASES = [
-    (["eval", "--policy", "no-such-model", "--method", "direct", "--out", "{tmp}/run"], "--policy no-such-model"),
-    (["eval", "--recipe", "pra-cpu", "--reward-agent", "/nonexistent", "--out", "{tmp}/run"], "--reward-agent /nonexistent"),
+    (["eval", "--policy", "no-such-model", "--method", "direct", "--out", "{tmp}/run"], "--policy no-such-model: not an embedded model or a folder, and not in the hub cache while the hub is "
+     "unreachable (embedded models: smollm2-135m-instruct"),
+    (["eval", "--recipe", "pra-cpu", "--reward-agent", "/nonexistent", "--out", "{tmp}/run"], "--reward-agent /nonexistent: no such model folder"),
+    (["eval", "--recipe", "pra-cpu", "--reward-agent", "/nonexistent"], "; shipped agents: pra-smollm2-cpu"),
     (["eval", "--recipe", "{tmp}/notyaml.yaml"], "notyaml.yaml:2:"),
     (["eval", "--recipe", "{tmp}/badsearch.yaml"], "badsearch.yaml: unknown search field(s) beams"),
     (["eval", "--recipe", "pra-cpu", "--beam-width", "0"], "--beam-width (search.beam_width) must be at least 1"),
@@ -93,3 +95,14 @@ def test_an_unexpected_error_is_a_bug_with_its_traceback(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert stop.value.code == 1
     assert "Traceback" in err and "KeyError: 'missing'" in err and "this is a bug in pra" in err
+
+
+def test_skip_bad_says_how_many_rows_and_which(smollm2, tmp_path, capsys):
+    from eval.run import EvalConfig, run_eval
+
+    bench = tmp_path / "bad.jsonl"
+    bench.write_text(BAD_JSON)
+    summary = run_eval(EvalConfig(benchmark=str(bench), method="direct", limit=None, skip_bad=True,
+                                  out=str(tmp_path / "run")), policy=smollm2)
+    assert summary["n"] == 1 and summary["skipped_bad_rows"] == 1
+    assert f"--skip-bad: skipped 1 bad row(s): {bench}:2: invalid JSON: Expecting value (column 64)" in capsys.readouterr().err
