@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
+from eval.checks import check_eval_config
 from eval.run import PULSE_METHODS, EvalConfig, Parts, eval_config, run_eval, yaml_file
 from pra.config_files import read_yaml
 from pra.errors import UserError
@@ -39,6 +40,10 @@ def load_suite(name: str) -> list[EvalConfig]:
             raise UserError(f"{where}: each run is a mapping with at least `out:`")
         merged = {**defaults, **run, "search": {**defaults.get("search", {}), **run.get("search", {})}}
         configs.append(eval_config(merged, where))
+        try:
+            check_eval_config(configs[-1])
+        except UserError as err:
+            raise UserError("\n".join(f"{where}: {line}" for line in str(err).splitlines())) from None
     outs = [c.out for c in configs]
     if len(set(outs)) != len(outs):
         raise UserError(f"{path}: two runs write to the same out folder")

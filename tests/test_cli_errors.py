@@ -18,6 +18,8 @@ FILES = {
     "notyaml.yaml": b"method: cot\nlimit: 3: 4\n",
     "badsearch.yaml": b"method: pra\nsearch:\n  beams: 3\n",
     "features.jsonl": b"",
+    "badsuite.yaml": b"defaults: {benchmark: medqa}\nruns:\n  - {out: a, method: direct}\n"
+                     b"  - {out: b, method: pra, search: {beam_width: 0}}\n",
 }
 
 # (argv, what the one error line must contain); {tmp} is the test's folder.
@@ -43,6 +45,7 @@ CASES = [
     (["eval", "--benchmark", "medmcqa-train", "--method", "direct"], "'medmcqa-train' is training data"),
     (["eval", "--suite", "report-cpu", "--method", "cot"], "--suite: runs take their settings from the suite file"),
     (["eval", "--suite", "no-such-suite"], "no suite file 'no-such-suite'"),
+    (["eval", "--suite", "{tmp}/badsuite.yaml"], "badsuite.yaml, run 2: --beam-width (search.beam_width) must be at least 1"),
     (["search", "--question", "q?", "--option", "only one"], "--option: give at least two"),
     (["retrieve", "scurvy", "--k", "0"], "--k must be at least 1, got 0"),
     (["retrieve", ""], "TEXT: the query is empty"),
