@@ -10,7 +10,7 @@ from pra.records import read_records
 from pra.reward_agent import RewardAgent, load_reward_agent, two_way
 from training.config import TrainConfig
 from training.dataset import encode, load_examples, split_by_question
-from training.train import slot_logits, train
+from training.train import SlotLossTrainer, pad_left, slot_logits, train
 
 DMS = [0.1, 2.0, 0.2, 3.0, 0.3, 4.0, 0.4, 5.0]     # median |dm| 1.2: every second step is a search step
 
@@ -57,7 +57,7 @@ def test_training_inputs_read_the_same_slots_as_the_readouts(smollm2, labels):
     readouts = RewardAgent(smollm2).score([e.request for e in examples])
     batch = [encode(smollm2, e, 400) for e in examples]
     with torch.no_grad():
-        logits = slot_logits(smollm2.model, batch, smollm2.tokenizer.pad_token_id, smollm2.token_ids(["0", "1"]))
+        logits = slot_logits(smollm2.model, pad_left(batch, smollm2.tokenizer.pad_token_id), smollm2.token_ids(["0", "1"]))
     for e, r, slots in zip(examples, readouts, logits):
         assert abs(two_way(dict(zip("01", slots[0].tolist()))) - r.reward) < 1e-4
         if (r.reward >= 0.5) == (e.reward >= 0.5):    # slot 2 follows the same first digit
@@ -95,29 +95,59 @@ def test_saved_adapter_loads_and_scores(trained, labels, smollm2):
     assert any(abs(a.reward - b.reward) > 1e-3 for a, b in zip(tuned, base))   # the adapter is applied
 
 
+def reference_loss(backend, examples, max_doc_chars: int) -> float:
+    """The hand-written loop's loss, computed apart: each example alone (no padding), the two-way
+    cross-entropy over the digit logits at the last prompt token and at ``,``, summed and divided by
+    the examples of the optimizer step."""
+    zero, one = backend.token_ids(["0", "1"])
+    total = 0.0
+    for e in examples:
+        with torch.no_grad():
+            logits = backend.model(torch.tensor([encode(backend, e, max_doc_chars)])).logits[0].float()
+        slot1, slot2 = logits[-3, [zero, one]].log_softmax(-1), logits[-1, [zero, one]].log_softmax(-1)
+        total += float(-(e.reward * slot1[1] + (1 - e.reward) * slot1[0]) - slot2[e.search])
+    return total / len(examples)
+
+
+def test_trainer_loss_equals_the_loops_on_uneven_micro_batches(labels, smollm2, tmp_path):
+    # 9 training examples in micro-batches of 5 and 4, one optimizer step: the step's logged loss is the
+    # mean over all 9 (a mean of the two micro-batch means would weigh the 4 as 5). LoRA starts as the
+    # identity and dropout is off, so the backbone alone gives the reference.
+    cfg = replace(config(labels, tmp_path), batch_size=5, grad_accum=2, max_steps=1, lora_dropout=0.0)
+    train_set, _ = split_by_question(load_examples(labels, "judge", "margin"), cfg.val_fraction, cfg.seed)
+    assert len(train_set) == 9
+    metrics = train(cfg)
+    assert metrics["train_loss"][0] == pytest.approx(reference_loss(smollm2, train_set, cfg.max_doc_chars), abs=1e-5)
+
+
 def test_a_stopped_run_resumes_on_the_same_trajectory(trained, labels, tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
     cfg, metrics = trained
     stopped = config(labels, tmp_path)
-    save = train_module.save_checkpoint
+    save = SlotLossTrainer._save_checkpoint
 
-    def save_then_stop(run, step, *args):
-        folder = save(run, step, *args)
-        if step == 2:
+    def save_then_stop(self, *args, **kwargs):
+        save(self, *args, **kwargs)
+        if self.state.global_step == 2:
             raise KeyboardInterrupt
-        return folder
 
-    monkeypatch.setattr(train_module, "save_checkpoint", save_then_stop)
+    monkeypatch.setattr(SlotLossTrainer, "_save_checkpoint", save_then_stop)
     with pytest.raises(KeyboardInterrupt):
         train(stopped)
     monkeypatch.undo()
-    (tmp_path / "checkpoints" / ".tmp-step-000004").mkdir()        # a checkpoint write cut short
+    assert [p.name for p in (tmp_path / "checkpoints").glob("checkpoint-*")] == ["checkpoint-2"]
+    (tmp_path / "checkpoints" / "checkpoint-4").mkdir()        # a checkpoint write cut short
     resumed = train(stopped)
     assert resumed["train_loss"] == pytest.approx(metrics["train_loss"], abs=1e-6)
     numbers = lambda m: {k: v for k, v in m["final"].items() if isinstance(v, float)}
     assert numbers(resumed) == pytest.approx(numbers(metrics), abs=1e-6)
+    weights = [load_file(f"{run}/adapter_model.safetensors") for run in (cfg.out, tmp_path)]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.allclose(weights[0][k], weights[1][k], atol=1e-6) for k in weights[0])
     ids = [r["id"] for r in read_records(tmp_path / "log.jsonl")]
     assert len(ids) == len(set(ids))
-    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*")) == ["step-000002", "step-000004"]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     with pytest.raises(ValueError, match="other settings"):
         train(replace(stopped, lr=1e-3))
 

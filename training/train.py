@@ -173,7 +173,7 @@ def training_arguments(cfg: TrainConfig, run: Path) -> TrainingArguments:
         weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, bf16=cfg.bf16,
         save_strategy="steps", save_steps=cfg.save_every, save_total_limit=cfg.keep, logging_steps=1,
         report_to=cfg.report_to, seed=cfg.seed, data_seed=cfg.seed, remove_unused_columns=False,
-        use_cpu=cfg.device == "cpu", dataloader_pin_memory=False, disable_tqdm=False)
+        use_cpu=cfg.device == "cpu" or not torch.cuda.is_available(), dataloader_pin_memory=False, disable_tqdm=False)
 
 
 def optimizer_steps(cfg: TrainConfig, examples: int, world_size: int) -> int:
@@ -188,6 +188,7 @@ def train(cfg: TrainConfig) -> dict[str, Any] | None:
     the other processes of a multi-process launch)."""
     from pra.backends.transformers_backend import TransformersBackend
 
+    torch.manual_seed(cfg.seed)       # the adapter's initial weights; the Trainer seeds the rest
     run = Path(cfg.out)
     train_set, val_set = split_by_question(load_examples(cfg.labels, cfg.reward_label, cfg.search_label),
                                            cfg.val_fraction, cfg.seed)
