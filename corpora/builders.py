@@ -207,7 +207,7 @@ def load_corpus(name_or_path: str | Path) -> Corpus:
     data = gzip.decompress((path / manifest.passages).read_bytes())
     if hashlib.sha256(data).hexdigest() != manifest.sha256:
         raise UserError(f"{path / manifest.passages} does not match the sha256 in its manifest; rebuild the corpus")
-    passages = [Passage(**json.loads(line)) for line in data.decode().splitlines()]
+    passages = [Passage(**json.loads(line)) for line in data.decode().split("\n") if line]
     return Corpus(path, manifest, passages)
 
 

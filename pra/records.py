@@ -17,7 +17,8 @@ def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return
-    lines = path.read_text(encoding="utf-8").splitlines()
+    # split on "\n" only: splitlines() also splits inside records at U+0085, U+2028 and friends
+    lines = path.read_text(encoding="utf-8").split("\n")
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue

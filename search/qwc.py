@@ -42,7 +42,7 @@ def load_pool(path: str | Path) -> list[ScoredTrace]:
     if not path.exists():
         raise MissingFile(f"{path}: no qwc pool (make one with python -m eval.qwc_pool)")
     pool = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
         if not line.strip():
             continue
         try:
