@@ -41,7 +41,8 @@ def overlong(cfg: "EvalConfig", parts: "Parts", questions: Sequence[Question],
     """question id -> why its prompt does not fit, for the questions that do not."""
     direct = cfg.method == "direct"
     room = generation_room(cfg)
-    agent = parts.reward_agent if cfg.method == "pra" else None
+    # An agent measured through its backend; one without (a scripted stand-in) has no prompt to measure.
+    agent = parts.reward_agent if cfg.method == "pra" and hasattr(parts.reward_agent, "backend") else None
     # Documents shown to the agent: at most max_doc_chars characters each, and a character is at most a token.
     agent_room = room + (cfg.search.docs_per_search * agent.max_doc_chars if agent is not None else 0)
     policy = parts.policy

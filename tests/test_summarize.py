@@ -9,7 +9,7 @@ def test_first_n_keeps_the_benchmarks_first_questions(tmp_path):
     qs = load_eval_benchmark("medqa", limit=3).questions
     (tmp_path / "config.json").write_text(json.dumps({"benchmark": "medqa", "method": "sc", "samples": 4,
                                                       "policy": "p"}))
-    rows = [{"id": q.id, "correct": i != 1, "forced": i == 2, "tokens": 10 * i, "seconds": 1.0,
+    rows = [{"id": q.id, "gold": q.answer, "prediction": q.answer if i != 1 else None, "correct": i != 1, "forced": i == 2, "tokens": 10 * i, "seconds": 1.0,
              "stats": {"searches": i}} for i, q in enumerate(reversed(qs))]     # written out of order
     (tmp_path / "records.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     full, first2 = run_row(tmp_path), run_row(tmp_path, first=2)
