@@ -44,14 +44,6 @@ def server(llama_server):
     return llama_server.url
 
 
-@pytest.fixture(autouse=True)
-def server_alive(request):
-    """After each test that used the server: a dead server fails it with its log."""
-    yield
-    if "llama_server" in request.fixturenames:
-        request.getfixturevalue("llama_server").check_alive()
-
-
 @pytest.fixture(scope="module")
 def backend(llama_server):
     b = OpenAIBackend(llama_server.url, MODEL, concurrency=2, max_retries=1)

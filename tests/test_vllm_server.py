@@ -39,14 +39,6 @@ def vllm_server(tmp_path_factory):
         yield server
 
 
-@pytest.fixture(autouse=True)
-def server_alive(request):
-    """After each test that used the server: a dead server fails it with its log."""
-    yield
-    if "vllm_server" in request.fixturenames:
-        request.getfixturevalue("vllm_server").check_alive()
-
-
 @pytest.fixture(scope="module")
 def policy(vllm_server):
     b = OpenAIBackend(vllm_server.url, MODEL, concurrency=4, max_retries=1, timeout=600)
