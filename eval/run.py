@@ -241,14 +241,16 @@ def _reward_agent(cfg: EvalConfig):
     ``reward_agent``, rendered with its base model's tokenizer)."""
     from pra.backends import load_policy
     from pra.models import resolve_reward_agent
-    from pra.reward_agent import RewardAgent, load_reward_agent
+    from pra.reward_agent import RewardAgent, load_reward_agent, shows_earlier_rewards
 
     if cfg.agent_backend == "transformers":
         return load_reward_agent(cfg.reward_agent, batch_size=cfg.batch_size)
     base, adapter = resolve_reward_agent(cfg.reward_agent)
+    rewards = shows_earlier_rewards(adapter or base)      # the prompt the agent was trained with
     if cfg.agent_backend == "openai":
-        return RewardAgent(load_policy(cfg.reward_agent, backend="openai", base_url=cfg.agent_base_url, tokenizer=base))
-    return RewardAgent(load_policy(base, backend=cfg.agent_backend, adapter=adapter))
+        return RewardAgent(load_policy(cfg.reward_agent, backend="openai", base_url=cfg.agent_base_url, tokenizer=base),
+                           earlier_rewards=rewards)
+    return RewardAgent(load_policy(base, backend=cfg.agent_backend, adapter=adapter), earlier_rewards=rewards)
 
 
 def _rag_context(cfg: EvalConfig, parts: Parts, questions: list[Question]) -> dict[str, tuple]:

@@ -4,17 +4,26 @@ Readouts from one scoring pass: slot 1 (reward) = softmax over the logits of tok
 the value for ``1``; slot 2 (action, 1 = fetch evidence) = the same at the second output slot, after the
 more likely slot-1 digit and ``,``. The prompt is laid out so that what the candidates of one beam
 share (instructions, question, earlier steps) comes first and is computed once.
+
+Two prompt variants differ in the earlier steps only. Agents trained before ``PROMPT_RECORD`` existed
+(and plain backbones) see each earlier step with its reward, ``Step 1: ... (reward 0.80)``; they were
+trained on the teacher's targets there but read at inference with their own readouts. Agents that
+``pra train`` writes now see the earlier steps without rewards, in training and at inference alike
+(why: ``training.dataset``), and record that in their folder.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from pra.backends.base import BackendStats, LMBackend, SlotLogprobs
+from pra.errors import UserError
 from pra.prompts import format_question
 from pra.types import Message, Question
 
+PROMPT_RECORD = "prompt.json"     # in an agent's folder: {"earlier_rewards": false}
 PRA_SYSTEM = "You are a careful evaluator of medical reasoning."
 PRA_INSTRUCTIONS = (
     "Evaluate the last step of a step-by-step solution to a medical multiple-choice question. "
@@ -43,10 +52,11 @@ def two_way(lp: dict[str, float]) -> float:
     return 1.0 / (1.0 + math.exp(lp["0"] - lp["1"]))
 
 
-def prompt_parts(req: ScoreRequest, max_doc_chars: int = 400) -> tuple[str, str]:
+def prompt_parts(req: ScoreRequest, max_doc_chars: int = 400, earlier_rewards: bool = True) -> tuple[str, str]:
     """(shared head, own tail) of the user message. The head ends with a newline and the tail starts
-    with a word, so tokenizing them apart gives the tokens of the whole."""
-    trace = "\n".join(f"Step {i}: {s}" + (f" (reward {r:.2f})" if r is not None else "")
+    with a word, so tokenizing them apart gives the tokens of the whole. ``earlier_rewards``: show
+    each earlier step's reward (the older agents' prompt)."""
+    trace = "\n".join(f"Step {i}: {s}" + (f" (reward {r:.2f})" if r is not None and earlier_rewards else "")
                       for i, (s, r) in enumerate(zip(req.steps, req.rewards), 1)) or "(none)"
     head = f"{PRA_INSTRUCTIONS}\n\n{format_question(req.question)}\n\nReasoning so far:\n{trace}\n"
     tail = ""
@@ -56,9 +66,10 @@ def prompt_parts(req: ScoreRequest, max_doc_chars: int = 400) -> tuple[str, str]
     return head, tail
 
 
-def render_prompt(backend: LMBackend, req: ScoreRequest, max_doc_chars: int = 400) -> tuple[str, str]:
+def render_prompt(backend: LMBackend, req: ScoreRequest, max_doc_chars: int = 400,
+                  earlier_rewards: bool = True) -> tuple[str, str]:
     """The agent's full prompt as (prefix, suffix) strings for ``LMBackend.slot_logprobs``."""
-    head, tail = prompt_parts(req, max_doc_chars)
+    head, tail = prompt_parts(req, max_doc_chars, earlier_rewards)
     full = backend.render([Message("system", PRA_SYSTEM), Message("user", head + tail)])
     cut = full.index(head) + len(head)
     return full[:cut], full[cut:]
@@ -67,9 +78,10 @@ def render_prompt(backend: LMBackend, req: ScoreRequest, max_doc_chars: int = 40
 class RewardAgent:
     """Scores candidate steps in one batched call per engine stage."""
 
-    def __init__(self, backend: LMBackend, max_doc_chars: int = 400):
+    def __init__(self, backend: LMBackend, max_doc_chars: int = 400, earlier_rewards: bool = True):
         self.backend = backend
         self.max_doc_chars = max_doc_chars
+        self.earlier_rewards = earlier_rewards    # the prompt variant (module docstring)
 
     @property
     def stats(self) -> BackendStats:
@@ -78,7 +90,7 @@ class RewardAgent:
     def score(self, requests: list[ScoreRequest]) -> list[Readout]:
         """One batched scoring call; identical prompts (sibling candidates that came out the same, as
         greedy ones always do) are scored once."""
-        prompts = [render_prompt(self.backend, r, self.max_doc_chars) for r in requests]
+        prompts = [render_prompt(self.backend, r, self.max_doc_chars, self.earlier_rewards) for r in requests]
         unique = list(dict.fromkeys(prompts))
         readouts = dict(zip(unique, (readout(s) for s in self.backend.slot_logprobs(unique))))
         return [readouts[p] for p in prompts]
@@ -86,6 +98,22 @@ class RewardAgent:
 
 def readout(s: SlotLogprobs) -> Readout:
     return Readout(two_way(s.slot1), two_way(s.slot2))
+
+
+def shows_earlier_rewards(folder: str | None) -> bool:
+    """The prompt variant of an agent (an adapter or a fully fine-tuned model's folder): its
+    ``PROMPT_RECORD``, or the older prompt (earlier rewards shown) for a folder without one and for a
+    plain backbone."""
+    record = Path(folder) / PROMPT_RECORD if folder else None
+    if record is None or not record.is_file():
+        return True
+    try:
+        value = json.loads(record.read_text())["earlier_rewards"]
+    except (ValueError, KeyError, TypeError):
+        value = None
+    if not isinstance(value, bool):
+        raise UserError(f'{record}: expected {{"earlier_rewards": true or false}}')
+    return value
 
 
 def load_reward_agent(name_or_path: str, batch_size: int = 16, share_prefix: bool = True,
@@ -99,4 +127,4 @@ def load_reward_agent(name_or_path: str, batch_size: int = 16, share_prefix: boo
     base, adapter = resolve_reward_agent(name_or_path)
     backend = TransformersBackend(base, batch_size=batch_size, adapter=adapter, share_prefix=share_prefix,
                                   dtype=dtype)
-    return RewardAgent(backend, max_doc_chars)
+    return RewardAgent(backend, max_doc_chars, shows_earlier_rewards(adapter or base))

@@ -37,15 +37,21 @@ def labels(tmp_path_factory):
 
 def test_examples_follow_what_the_engine_reads(labels):
     always = load_examples(labels, "judge", "always")
-    assert len(always) == 8 and all(e.request.docs and e.search == 1 for e in always)
+    # always-search: each step with its documents and, for the controllers that read it without, without
+    assert len(always) == 16 and all(e.search == 1 for e in always)
+    assert {e.id for e in always if not e.request.docs} == {e.id.removesuffix("+docs") for e in always if e.request.docs}
+    assert {e.reward for e in always if e.id == "q0/t0/s2"} == {e.reward for e in always if e.id == "q0/t0/s2+docs"} == {0.0}
+    only_docs = load_examples(labels, "judge", "always", without_docs=False)
+    assert len(only_docs) == 8 and all(e.request.docs for e in only_docs)
     margin = load_examples(labels, "judge", "margin")
     plain = [e for e in margin if not e.request.docs]
     with_docs = [e for e in margin if e.request.docs]
     assert len(plain) == 8 and [e.search for e in plain] == [0, 1] * 4         # first read: no documents
     assert [e.id for e in with_docs] == [f"q{i}/t0/s2+docs" for i in range(4)]   # re-read after a search
     step2 = next(e for e in plain if e.id == "q0/t0/s2")
-    assert step2.request.steps == ("Scurvy comes from a lack of vitamin C.",) and step2.request.rewards == (1.0,)
-    assert [e.reward for e in load_examples(labels, "soft")][:2] == [0.75, 0.0]
+    assert step2.request.steps == ("Scurvy comes from a lack of vitamin C.",) and step2.request.rewards == (None,)
+    assert (step2.trace, step2.step_index) == ("q0/t0", 2)
+    assert [e.reward for e in load_examples(labels, "soft") if e.request.docs][:2] == [0.75, 0.0]
     with pytest.raises(ValueError, match="rollout_label"):
         load_examples(labels, "rollout")
     train_set, val_set = split_by_question(margin, 0.25, seed=0)
@@ -84,6 +90,40 @@ def test_training_lowers_the_loss_and_writes_its_records(trained):
     assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == "smollm2-135m-instruct"
     assert json.loads((out / "training_args.json").read_text())["optimizer_steps"] == 4
     assert json.loads((out / "metrics.json").read_text()) == json.loads(json.dumps(metrics))
+
+
+def test_metrics_json_holds_the_held_out_keys_with_question_intervals(trained):
+    cfg, metrics = trained
+    for key in ("reward_auroc", "reward_pr_auc", "untrained_reward_auroc", "action_std", "search_accuracy",
+                "reward_auroc_gain"):
+        assert key in metrics
+    assert metrics["untrained_reward_auroc"] == metrics["initial"]["reward_auroc"]      # step 0: no adapter yet
+    assert metrics["reward_auroc"] == metrics["final"]["reward_auroc"]
+    assert metrics["action_std"] == metrics["final"]["action_std"] > 0
+    assert metrics["examples"] == 3 and metrics["questions"] == 1        # q2: 2 steps without documents, 1 re-read with them
+    for key in ("reward_auroc_ci", "untrained_reward_auroc_ci"):
+        ci = metrics[key]
+        assert ci is None or (len(ci) == 2 and 0.0 <= ci[0] <= ci[1] <= 1.0)
+    assert all("reward_readouts" not in e for e in metrics["history"])
+
+
+def test_trained_agent_reads_at_inference_the_prompt_it_was_trained_on(trained, labels, smollm2):
+    """Training shows no earlier rewards; the engine passes the agent's own readouts, which the agent
+    trained here (its folder says so) leaves out: the two prompts are the same text."""
+    from pra.reward_agent import PROMPT_RECORD, render_prompt
+    from training.dataset import EARLIER_REWARDS
+
+    cfg, _ = trained
+    assert json.loads((train_module.Path(cfg.out) / PROMPT_RECORD).read_text()) == {"earlier_rewards": False}
+    agent = load_reward_agent(cfg.out)
+    assert agent.earlier_rewards is False
+    example = next(e for e in load_examples(labels, "judge", "margin") if e.id == "q0/t0/s2")
+    at_inference = replace(example.request, rewards=(0.37,))           # what engine._reward passes
+    trained_on = render_prompt(smollm2, example.request, 400, EARLIER_REWARDS)
+    assert render_prompt(agent.backend, at_inference, agent.max_doc_chars, agent.earlier_rewards) == trained_on
+    assert "(reward" not in "".join(trained_on)
+    ids = encode(smollm2, example, 400)
+    assert "(reward" not in smollm2.tokenizer.decode(ids)
 
 
 def test_saved_adapter_loads_and_scores(trained, labels, smollm2):
@@ -165,7 +205,11 @@ def test_ship_copies_the_adapter_with_a_card_written_from_the_run(trained, label
     card = (folder / "README.md").read_text()
     auroc = metrics["final"]["reward_auroc"]
     assert "tiny-agent" in card and (f"{auroc:.3f}" if auroc is not None else "n/a") in card
-    assert json.loads((folder / "metrics.json").read_text())["final"] == metrics["final"]
+    assert f"| action readout p(s=1): std | {metrics['initial']['action_std']:.3f} | {metrics['action_std']:.3f} |" in card
+    assert "earlier steps without rewards" in card
+    shipped = json.loads((folder / "metrics.json").read_text())
+    assert shipped["final"] == metrics["final"] and shipped["untrained_reward_auroc"] == metrics["untrained_reward_auroc"]
+    assert json.loads((folder / "prompt.json").read_text()) == {"earlier_rewards": False}
     assert load_reward_agent(str(folder)).backend.name == "smollm2-135m-instruct"
     with pytest.raises(FileNotFoundError, match="adapter_config.json"):
         ship_module.ship(tmp_path / "no-run", "x", "cpu")

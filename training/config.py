@@ -53,6 +53,7 @@ class TrainConfig:
     base: str = "smollm2-135m-instruct"  # registry name or hub id: what the adapter records as its base
     reward_label: str = "judge"          # judge | rollout | soft (the rollout share as a soft target)
     search_label: str = "always"         # always (the paper's main setting) | margin (median |dm|)
+    always_without_docs: bool = True     # always: each step's prompt without documents too (training.dataset)
     lora: bool = True                    # False: full fine-tuning
     lora_r: int = 8
     lora_alpha: int = 16

@@ -5,12 +5,22 @@ targets: the reward digit (slot 1) and the search digit (slot 2). Which prompts 
 follows what the engine reads at inference:
 
 - ``always`` (the paper's main setting): the engine searches for every candidate and reads the agent
-  once, with documents. One example per step, documents in the prompt, search target fixed to 1.
+  once, with documents. Each step gives that prompt, search target fixed to 1. The same agent is also
+  read without documents whenever another controller runs it (never-search, a threshold on slot 2,
+  the θ sweep), so by default each step also gives its prompt without documents, search target 1
+  (``without_docs=False`` leaves them out: half the prompts, and the shorter half).
 - ``margin`` (selective search): the engine first reads the agent without documents (slot 2 decides
   whether to search), then, if it searched, again with them. Every step gives a prompt without
   documents (target: reward, search label); a search-labelled step also gives one with documents.
 
-Earlier steps appear in the prompt with a reward, as at inference; here it is their own target.
+Earlier steps appear in the prompt without rewards. At inference the rewards there would be the
+agent's own readouts, which training cannot show: the teacher's targets (what was shown before) are a
+number the agent never sees at inference, and since the labels of consecutive steps of a trace agree
+often, they teach it to copy the previous reward, which at inference feeds its own errors back. The
+readouts of an untrained or half-trained agent would differ from the trained agent's as well. An
+earlier readout adds nothing the agent cannot read from the steps themselves except that step's
+documents, so the prompt leaves them out on both sides (``pra.reward_agent``: agents trained so
+record it; older ones are still read with their own prompt).
 """
 from __future__ import annotations
 
@@ -26,18 +36,23 @@ from pra.errors import UserError
 
 REWARD_LABELS = {"judge": "judge_label", "rollout": "rollout_label", "soft": "soft_label"}
 SEARCH_LABELS = ("always", "margin")
+EARLIER_REWARDS = False     # the prompt variant of the agents trained here (module docstring)
 
 
 @dataclass(frozen=True)
 class Example:
     id: str               # step id, with "+docs" when documents are in the prompt
     question_id: str
+    trace: str            # "question_id/tN"
+    step_index: int       # 1-based position in the trace
     request: ScoreRequest
     reward: float         # target p("1") at slot 1: 0 or 1, or a soft label
     search: int           # target digit at slot 2
 
 
-def load_examples(path: str | Path, reward_label: str = "judge", search_label: str = "always") -> list[Example]:
+def load_examples(path: str | Path, reward_label: str = "judge", search_label: str = "always",
+                  without_docs: bool = True) -> list[Example]:
+    """The examples of a labels file (module docstring); ``without_docs`` only matters for ``always``."""
     if reward_label not in REWARD_LABELS or search_label not in SEARCH_LABELS:
         raise UserError(f"reward_label: one of {', '.join(REWARD_LABELS)}; search_label: one of "
                          f"{', '.join(SEARCH_LABELS)} (got {reward_label!r}, {search_label!r})")
@@ -51,19 +66,21 @@ def load_examples(path: str | Path, reward_label: str = "judge", search_label: s
         needs = "the judge's margin shift" if search_label == "margin" else f"{key!r}"
         raise UserError(f"{path}: {len(missing)} step(s) lack {needs} (e.g. {missing[0]}); "
                          f"label them with that teacher or pick another label setting")
-    target = {r["id"]: float(r[key]) for r in records}
     examples = []
     for r in records:
         q = Question(r["question_id"], r["question"], r["options"], r["gold"], "train")
         trace = f"{r['question_id']}/t{r['trace']}"
-        earlier = tuple(target.get(f"{trace}/s{j}") for j in range(1, r["step_index"]))
-        search = 1 if search_label == "always" else r["search_label"]
-        variants = [True] if search_label == "always" else [False] + ([True] if search else [])
+        no_rewards = (None,) * len(r["steps"])
+        if search_label == "always":
+            search, variants = 1, ([False] if without_docs else []) + [True]
+        else:
+            search = r["search_label"]
+            variants = [False] + ([True] if search else [])
         for with_docs in variants:
             docs = tuple((t, x) for t, x in r["docs"]) if with_docs else ()
-            examples.append(Example(r["id"] + ("+docs" if with_docs else ""), r["question_id"],
-                                    ScoreRequest(q, tuple(r["steps"]), earlier, r["step"], docs),
-                                    target[r["id"]], search))
+            examples.append(Example(r["id"] + ("+docs" if with_docs else ""), r["question_id"], trace, r["step_index"],
+                                    ScoreRequest(q, tuple(r["steps"]), no_rewards, r["step"], docs),
+                                    float(r[key]), search))
     return examples
 
 
@@ -80,7 +97,7 @@ def encode(backend, example: Example, max_doc_chars: int) -> list[int]:
     the target reward digit and ``,``: the logits at the last prompt token and at ``,`` are the two
     slots. The digits come from ``backend.token_ids``, the ids the readouts use."""
     tok = backend.tokenizer
-    prefix, suffix = render_prompt(backend, example.request, max_doc_chars)
+    prefix, suffix = render_prompt(backend, example.request, max_doc_chars, EARLIER_REWARDS)
     ids = tok(prefix, add_special_tokens=not backend.has_chat_template)["input_ids"] + \
         tok(suffix, add_special_tokens=False)["input_ids"]
     zero, one, comma = backend.token_ids(["0", "1", ","])

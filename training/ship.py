@@ -8,42 +8,50 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 from pathlib import Path
 
 from pra.models import AGENTS_DIR
+from pra.reward_agent import PROMPT_RECORD, shows_earlier_rewards
 from pra.errors import MissingFile
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
-
-
-def auroc_stderr(auroc: float, positives: int, negatives: int) -> float:
-    """Hanley and McNeil's standard error of an AUROC: how far a small validation set can be trusted."""
-    q1, q2 = auroc / (2 - auroc), 2 * auroc ** 2 / (1 + auroc)
-    var = (auroc * (1 - auroc) + (positives - 1) * (q1 - auroc ** 2) + (negatives - 1) * (q2 - auroc ** 2))
-    return math.sqrt(max(var, 0.0) / (positives * negatives))
+HELD_OUT_KEYS = ("examples", "questions", "reward_auroc", "reward_auroc_ci", "reward_pr_auc", "untrained_reward_auroc",
+                 "untrained_reward_auroc_ci", "untrained_reward_pr_auc", "reward_auroc_gain", "reward_auroc_gain_ci",
+                 "action_std", "untrained_action_std", "search_accuracy", "untrained_search_accuracy")
 
 
 def _fmt(value) -> str:
     return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def model_card(name: str, recipe: str, args: dict, metrics: dict, label_cfg: dict, label_stats: dict) -> str:
+def _with_ci(value, ci) -> str:
+    return _fmt(value) + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def model_card(name: str, recipe: str, args: dict, metrics: dict, label_cfg: dict, label_stats: dict,
+               earlier_rewards: bool) -> str:
     first, last = metrics["initial"], metrics["final"]
-    rows = "\n".join(f"| {key} | {_fmt(first.get(key))} | {_fmt(last.get(key))} |"
-                     for key in ("reward_auroc", "reward_pr_auc", "search_accuracy", "positive_share", "examples"))
+    rows = "\n".join(f"| {label} | {_with_ci(first.get(key), first.get(key + '_ci'))} | "
+                     f"{_with_ci(last.get(key), last.get(key + '_ci'))} |"
+                     for label, key in (("reward AUROC [95% CI]", "reward_auroc"), ("reward PR-AUC", "reward_pr_auc"),
+                                        ("action readout p(s=1): std", "action_std"),
+                                        ("action readout p(s=1): mean", "action_mean"),
+                                        ("search accuracy", "search_accuracy"), ("positive share", "positive_share"),
+                                        ("steps", "examples"), ("questions", "questions")))
     losses = metrics["train_loss"]
-    positives = round(last["positive_share"] * last["examples"])
-    stderr = ", ".join(f"{label} {m['reward_auroc']:.3f} ± {auroc_stderr(m['reward_auroc'], positives, m['examples'] - positives):.3f}"
-                       for label, m in (("untrained", first), ("trained", last)) if m.get("reward_auroc") is not None)
+    gain = _with_ci(metrics.get("reward_auroc_gain"), metrics.get("reward_auroc_gain_ci"))
+    prompt = ("each earlier step with the teacher's target as its reward (at inference: the agent's own readout)"
+              if earlier_rewards else "earlier steps without rewards, in training as at inference")
+    docs = (" and, for each step, the same prompt without documents (what never-search and threshold controllers"
+            " read)" if args["search_label"] == "always" and args.get("always_without_docs") else "")
     judge = label_stats.get("judge_positive")
     judge_note = (f" The judge rated {judge:.0%} of steps correct, so its reasoning label carries no signal here;"
                   f" the rollout share does." if judge is not None and judge >= 0.95 else "")
     return f"""# Reward agent `{name}`
 
-A LoRA adapter on `{args['base']}` that reads a PRA prompt (question, options, the reasoning so far with
-earlier rewards, documents when a search happened, the last step) and answers `r,s`: the step's reward
+A LoRA adapter on `{args['base']}` that reads a PRA prompt (question, options, the reasoning so far,
+documents when a search happened, the last step) and answers `r,s`: the step's reward
 and whether to search. Use it with `pra eval --method pra --reward-agent {name}` (the default) and any
 policy: it never sees the policy's weights, only its text.
 
@@ -59,23 +67,26 @@ policy: it never sees the policy's weights, only its text.
 - Label statistics: {json.dumps({k: v for k, v in label_stats.items() if k not in ('questions', 'steps', 'steps_per_trace')})}.{judge_note}
 
 ## Training
-`{args['reward_label']}` reward targets, `{args['search_label']}` search labels, LoRA r={args['lora_r']}
+`{args['reward_label']}` reward targets, `{args['search_label']}` search labels{docs}; prompts show
+{prompt}. LoRA r={args['lora_r']}
 alpha={args['lora_alpha']} on {', '.join(args['lora_targets'])}, lr {args['lr']} ({args['scheduler']},
 {args['warmup_steps']} warm-up steps), effective batch {args['effective_batch']}, {args['epochs']} epoch(s),
 {args['optimizer_steps']} optimizer steps on {args['train_examples']} examples
 ({args['dropped_too_long']} dropped as longer than {args['max_tokens']} tokens). Training loss
 {_fmt(losses[0]) if losses else 'n/a'} at the first step, {_fmt(losses[-1]) if losses else 'n/a'} at the last.
 
-## Validation (held-out questions, {last.get('examples')} steps)
-Reward AUROC / PR-AUC against the teacher's reward label (>= 0.5), search-action accuracy against the
-search label, read through the inference code path (`RewardAgent.score`).
+## Validation (held-out questions, {last.get('examples')} steps of {last.get('questions')} questions)
+Reward AUROC / PR-AUC against the teacher's reward label (>= 0.5), the spread of the action readout
+p(s=1), and search-action accuracy against the search label, read through the inference code path
+(`RewardAgent.score`). The untrained backbone is the same model without the adapter, read with the
+same prompt on the same steps. Intervals: 95%, bootstrap over questions (a question's steps share a
+trace).
 
 | metric | untrained backbone | trained |
 |---|---|---|
 {rows}
 
-Reward AUROC with its standard error (Hanley-McNeil, {positives} positive steps): {stderr}. Search
-accuracy against always-search labels only says that the agent learned to ask for evidence.
+Trained minus untrained reward AUROC (paired, same resamples): {gain}.
 
 ## Reproduce
 ```
@@ -100,10 +111,15 @@ def ship(run: Path, name: str, recipe: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for f in ADAPTER_FILES:
         shutil.copy2(run / f, folder / f)
-    summary = {k: metrics[k] for k in ("initial", "final")} | {"train_loss": metrics["train_loss"]}
+    (folder / PROMPT_RECORD).unlink(missing_ok=True)      # a run without one was trained on the older prompt
+    if (run / PROMPT_RECORD).exists():
+        shutil.copy2(run / PROMPT_RECORD, folder / PROMPT_RECORD)
+    summary = ({k: metrics.get(k) for k in HELD_OUT_KEYS} | {k: metrics[k] for k in ("initial", "final")}
+               | {"train_loss": metrics["train_loss"]})
     (folder / "metrics.json").write_text(json.dumps(summary, indent=2))
     (folder / "label_stats.json").write_text(json.dumps(label_stats, indent=2))
-    (folder / "README.md").write_text(model_card(name, recipe, args, metrics, label_cfg, label_stats))
+    (folder / "README.md").write_text(model_card(name, recipe, args, metrics, label_cfg, label_stats,
+                                                 shows_earlier_rewards(str(run))))
     return folder
 
 

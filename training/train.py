@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -27,9 +26,10 @@ import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from pra.records import JsonlWriter, read_records
-from pra.reward_agent import RewardAgent
+from pra.reward_agent import PROMPT_RECORD, RewardAgent
 from training.config import TrainConfig
-from training.dataset import Example, encode, load_examples, split_by_question
+from training.dataset import EARLIER_REWARDS, Example, encode, load_examples, split_by_question
+from training.evaluate_agent import held_out_summary, validate, without_readouts
 from pra.errors import UserError
 
 
@@ -54,28 +54,6 @@ def slot_loss(logits: torch.Tensor, reward: torch.Tensor, search: torch.Tensor) 
     return -(reward * lp[:, 0, 1] + (1 - reward) * lp[:, 0, 0]) - lp[:, 1].gather(1, search[:, None]).squeeze(1)
 
 
-def validate(backend, examples: list[Example], max_doc_chars: int) -> dict[str, Any]:
-    """Reward AUROC and PR-AUC against the held-out teacher labels and search-action accuracy, read
-    through ``RewardAgent.score``: the inference code path, prefix sharing included."""
-    from sklearn.metrics import average_precision_score, roc_auc_score
-
-    if not examples:
-        return {"examples": 0}
-    training = backend.model.training
-    backend.model.eval()
-    backend.prefix_cache.clear()      # states cached at the last validation came from older weights
-    readouts = RewardAgent(backend, max_doc_chars).score([e.request for e in examples])
-    backend.model.train(training)
-    y = [int(e.reward >= 0.5) for e in examples]
-    p = [r.reward for r in readouts]
-    both = len(set(y)) == 2
-    return {"examples": len(examples), "positive_share": statistics.fmean(y),
-            "reward_auroc": roc_auc_score(y, p) if both else None,
-            "reward_pr_auc": average_precision_score(y, p) if both else None,
-            "search_accuracy": statistics.fmean((r.action >= 0.5) == bool(e.search)
-                                                for r, e in zip(readouts, examples))}
-
-
 def with_adapter(model, cfg: TrainConfig):
     if not cfg.lora:
         return model
@@ -89,12 +67,14 @@ def with_adapter(model, cfg: TrainConfig):
 
 
 def export(model, tokenizer, folder: Path, cfg: TrainConfig) -> None:
-    """A folder ``load_reward_agent`` takes: the adapter (naming its base) or the full model."""
+    """A folder ``load_reward_agent`` takes: the adapter (naming its base) or the full model, and the
+    prompt variant it was trained with."""
     if cfg.lora:
         model.save_pretrained(folder, save_embedding_layers=False)   # embeddings are frozen: no hub lookup
     else:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
+    (folder / PROMPT_RECORD).write_text(json.dumps({"earlier_rewards": EARLIER_REWARDS}) + "\n")
 
 
 class SlotCollator:
@@ -134,19 +114,20 @@ class HeldOutLog(TrainerCallback):
     there (a resumed run repeats the steps after its checkpoint) are kept as they were."""
 
     def __init__(self, backend, val_set: list[Example], cfg: TrainConfig, log: JsonlWriter):
-        self.backend, self.val_set, self.cfg, self.log = backend, val_set, cfg, log
+        self.agent = RewardAgent(backend, cfg.max_doc_chars, EARLIER_REWARDS)
+        self.val_set, self.log = val_set, log
+        self.eval_every = cfg.eval_every
 
     def evaluate(self, step: int) -> None:
         if f"eval-{step}" not in self.log.done:
-            self.log.write({"id": f"eval-{step}", "step": step,
-                            **validate(self.backend, self.val_set, self.cfg.max_doc_chars)})
+            self.log.write({"id": f"eval-{step}", "step": step, **validate(self.agent, self.val_set)})
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             self.evaluate(0)
 
     def on_step_end(self, args, state, control, **kwargs):
-        every = self.cfg.eval_every
+        every = self.eval_every
         if state.is_world_process_zero and every and state.global_step % every == 0:
             self.evaluate(state.global_step)
 
@@ -190,8 +171,8 @@ def train(cfg: TrainConfig) -> dict[str, Any] | None:
 
     torch.manual_seed(cfg.seed)       # the adapter's initial weights; the Trainer seeds the rest
     run = Path(cfg.out)
-    train_set, val_set = split_by_question(load_examples(cfg.labels, cfg.reward_label, cfg.search_label),
-                                           cfg.val_fraction, cfg.seed)
+    train_set, val_set = split_by_question(load_examples(cfg.labels, cfg.reward_label, cfg.search_label,
+                                                         cfg.always_without_docs), cfg.val_fraction, cfg.seed)
     args = training_arguments(cfg, run)
     backend = TransformersBackend(cfg.base, batch_size=16, dtype="float32", device=str(args.device))
     encoded = [(encode(backend, e, cfg.max_doc_chars), e) for e in train_set]
@@ -231,7 +212,9 @@ def train(cfg: TrainConfig) -> dict[str, Any] | None:
     export(model, backend.tokenizer, run, cfg)
     records = list(read_records(run / "log.jsonl"))
     evals = sorted((r for r in records if r["id"].startswith("eval-")), key=lambda r: r["step"])
-    metrics = {"initial": evals[0], "final": evals[-1], "history": evals,
+    public = [without_readouts(e) for e in evals]
+    metrics = {**held_out_summary(val_set, evals[0], evals[-1]),
+               "initial": public[0], "final": public[-1], "history": public,
                "train_loss": [r["loss"] for r in sorted((r for r in records if r["id"].startswith("step-")),
                                                          key=lambda r: r["step"])]}
     (run / "metrics.json").write_text(json.dumps(metrics, indent=2))

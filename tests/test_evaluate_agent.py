@@ -1,0 +1,157 @@
+"""Held-out metrics of a reward agent (training.evaluate_agent): the keys of metrics.json, intervals that
+resample questions, the prompt an agent folder records, and an older agent read with its own earlier
+readouts. The end-to-end test runs a tiny random Llama (SmolLM2's tokenizer) with a random LoRA adapter."""
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from pra.errors import UserError
+from pra.models import AGENTS_DIR
+from pra.reward_agent import PROMPT_RECORD, Readout, ScoreRequest, load_reward_agent, render_prompt, shows_earlier_rewards
+from pra.types import Question
+from tests.test_training import write_labels
+from training.dataset import Example
+from training.evaluate_agent import (READOUTS, agent_readouts, evaluate_agent, held_out_summary, question_bootstrap,
+                                     step_metrics)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(a random 2-layer Llama folder, a random non-zero LoRA adapter on it), as ``pra train`` would
+    leave an agent before prompt records existed (no ``prompt.json``)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from pra.models import resolve
+
+    root = tmp_path_factory.mktemp("tiny")
+    tok = AutoTokenizer.from_pretrained(resolve("smollm2-135m-instruct"))
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id,
+                      max_position_embeddings=2048)
+    torch.manual_seed(0)
+    LlamaForCausalLM(cfg).save_pretrained(root / "base")
+    tok.save_pretrained(root / "base")
+    model = get_peft_model(LlamaForCausalLM.from_pretrained(root / "base"),
+                           LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    model.peft_config["default"].base_model_name_or_path = str(root / "base")
+    model.save_pretrained(root / "agent")
+    return root
+
+
+def example(qid: str, step_index: int, reward: float, docs: bool = False) -> Example:
+    q = Question(qid, "Which vitamin prevents scurvy?", {"A": "A", "B": "C"}, "B", "train")
+    request = ScoreRequest(q, tuple(f"step {j}" for j in range(1, step_index)), (None,) * (step_index - 1),
+                           f"step {step_index}", (("t", "x"),) if docs else ())
+    return Example(f"{qid}/t0/s{step_index}" + ("+docs" if docs else ""), qid, f"{qid}/t0", step_index, request,
+                   reward, 1)
+
+
+def test_intervals_resample_questions_not_steps():
+    # 4 questions, each a positive and a negative step repeated 5 times (40 steps): the copies add no
+    # information, so the interval must be that of 4 questions, far wider than that of the same 40
+    # steps as 40 questions (what a bootstrap over steps would give either way).
+    from sklearn.metrics import roc_auc_score
+
+    pairs = [(0.9, 0.2), (0.4, 0.6), (0.7, 0.3), (0.5, 0.45)]          # (positive's, negative's readout)
+    y = np.array([1, 0] * 20)
+    p = np.array([v for _ in range(5) for pair in pairs for v in pair])
+    qids = [f"q{k}" for _ in range(5) for k in range(4) for _ in range(2)]
+    clustered = [example(qid, 1, float(label)) for qid, label in zip(qids, y)]
+    flat = [example(f"s{i}", 1, float(label)) for i, label in enumerate(y)]
+    auroc = lambda i: roc_auc_score(y[i], p[i]) if 0 < y[i].sum() < len(i) else None
+    narrow, wide = question_bootstrap(flat, auroc), question_bootstrap(clustered, auroc)
+    assert narrow[0] <= roc_auc_score(y, p) <= narrow[1] and wide[0] <= roc_auc_score(y, p) <= wide[1]
+    assert wide[1] - wide[0] > 2 * (narrow[1] - narrow[0])
+    assert question_bootstrap(clustered, lambda i: None) is None          # undefined on every resample
+
+
+def test_step_metrics_and_the_paired_gain():
+    examples = [example(f"q{i}", s, float((i + s) % 2)) for i in range(8) for s in (1, 2)]
+    good = [Readout(0.2 + 0.6 * e.reward, 0.9 if i % 2 else 0.1) for i, e in enumerate(examples)]
+    flat = [Readout(0.5, 0.7) for _ in examples]
+    trained, untrained = step_metrics(examples, good), step_metrics(examples, flat)
+    assert trained["reward_auroc"] == 1.0 and untrained["reward_auroc"] == 0.5
+    assert trained["action_std"] == pytest.approx(0.4) and untrained["action_std"] == 0.0
+    assert trained["search_accuracy"] == 0.5 and untrained["search_accuracy"] == 1.0
+    assert trained["reward_auroc_ci"] == [1.0, 1.0] and len(trained[READOUTS]) == 16
+    summary = held_out_summary(examples, untrained, trained)
+    assert summary["reward_auroc_gain"] == 0.5 and summary["reward_auroc_gain_ci"] == [0.5, 0.5]
+    assert summary["untrained_reward_auroc"] == 0.5 and summary["action_std"] == trained["action_std"]
+    assert held_out_summary([], {"examples": 0}, {"examples": 0})["reward_auroc"] is None
+
+
+class RecordingAgent:
+    """Reward = 0.1 x the step's position; remembers the earlier rewards each prompt showed."""
+
+    def __init__(self, earlier_rewards: bool):
+        self.earlier_rewards, self.shown = earlier_rewards, {}
+
+    def score(self, requests):
+        out = []
+        for r in requests:
+            position = len(r.steps) + 1
+            self.shown[(r.question.id, position, bool(r.docs))] = r.rewards
+            out.append(Readout(0.1 * position + (0.05 if r.docs else 0.0), 0.5))
+        return out
+
+
+def test_an_agent_that_shows_earlier_rewards_sees_its_own_readouts():
+    examples = [example("q0", 3, 1.0), example("q0", 1, 1.0), example("q0", 2, 0.0), example("q0", 2, 0.0, docs=True),
+                example("q0", 1, 1.0, docs=True)]
+    old = RecordingAgent(earlier_rewards=True)
+    readouts = agent_readouts(old, examples)
+    assert [r.reward for r in readouts] == pytest.approx([0.3, 0.1, 0.2, 0.25, 0.15])    # in the examples' order
+    assert old.shown[("q0", 2, False)] == pytest.approx((0.1,))            # step 1 read without documents
+    assert old.shown[("q0", 2, True)] == pytest.approx((0.15,))            # step 1 read with them
+    assert old.shown[("q0", 3, False)] == pytest.approx((0.1, 0.2))
+    new = RecordingAgent(earlier_rewards=False)
+    agent_readouts(new, examples)
+    assert new.shown[("q0", 3, False)] == (None, None)
+
+
+def test_prompt_records_of_agent_folders(tmp_path):
+    assert shows_earlier_rewards(None) and shows_earlier_rewards(str(tmp_path))        # no record: older prompt
+    (tmp_path / PROMPT_RECORD).write_text('{"earlier_rewards": false}')
+    assert shows_earlier_rewards(str(tmp_path)) is False
+    (tmp_path / PROMPT_RECORD).write_text('{"earlier_rewards": "no"}')
+    with pytest.raises(UserError, match=f"{tmp_path / PROMPT_RECORD}"):
+        shows_earlier_rewards(str(tmp_path))
+
+
+def test_the_shipped_agent_folder_is_still_read_with_its_older_prompt(tmp_path):
+    """pra-smollm2-cpu predates prompt records: it is read with earlier rewards shown, as it was trained."""
+    old = tmp_path / "old-agent"
+    shutil.copytree(AGENTS_DIR / "pra-smollm2-cpu", old)
+    assert not (old / PROMPT_RECORD).exists()
+    agent = load_reward_agent(str(old))
+    assert agent.earlier_rewards is True
+    q = Question("q", "Which vitamin prevents scurvy?", {"A": "A", "B": "C"}, "B", "train")
+    prefix, _ = render_prompt(agent.backend, ScoreRequest(q, ("Scurvy impairs collagen.",), (0.8,), "Vitamin C."),
+                              agent.max_doc_chars, agent.earlier_rewards)
+    assert "Step 1: Scurvy impairs collagen. (reward 0.80)" in prefix
+
+
+def test_evaluate_agent_writes_the_held_out_keys(tiny, tmp_path):
+    labels = write_labels(tmp_path / "labels.jsonl")
+    metrics = evaluate_agent(str(tiny / "agent"), str(labels), "judge", "always", val_fraction=1.0, seed=0)
+    for key in ("reward_auroc", "reward_pr_auc", "untrained_reward_auroc", "action_std", "search_accuracy"):
+        assert isinstance(metrics[key], float)
+    for key in ("reward_auroc_ci", "untrained_reward_auroc_ci", "reward_auroc_gain_ci"):
+        assert len(metrics[key]) == 2 and metrics[key][0] <= metrics[key][1]
+    assert metrics["examples"] == 16 and metrics["questions"] == 4       # always-search: 8 steps, with and without documents
+    assert metrics["earlier_rewards_shown"] is True                      # no prompt record: the older prompt
+    assert 0.0 <= metrics["search_accuracy"] <= 1.0 and metrics["action_std"] >= 0.0
+    assert metrics["final"]["action_mean"] != metrics["initial"]["action_mean"]     # the adapter is applied
+    assert READOUTS not in metrics["final"]
+    json.dumps(metrics)
+    (tiny / "agent" / PROMPT_RECORD).write_text('{"earlier_rewards": false}')
+    newer = evaluate_agent(str(tiny / "agent"), str(labels), "judge", "always", val_fraction=1.0, seed=0)
+    (tiny / "agent" / PROMPT_RECORD).unlink()
+    assert newer["earlier_rewards_shown"] is False
+    # steps 1 see no earlier rewards either way; the step-2 prompts differ, and so may their readouts
+    assert newer["initial"]["examples"] == 16
+    with pytest.raises(UserError, match="backbone"):
+        evaluate_agent(str(tiny / "base"), str(labels), "judge", "always", val_fraction=1.0, seed=0)

@@ -1,0 +1,196 @@
+"""Held-out metrics of a reward agent: ``python -m training.evaluate_agent AGENT --recipe cpu``.
+
+One code path for ``pra train``'s validation (step 0 is the untrained backbone, then every
+``eval_every`` steps and the end) and for an agent trained before (a shipped one): the held-out steps
+are the validation questions of ``split_by_question``, read through ``RewardAgent.score`` as the engine
+reads them. Per evaluation: reward AUROC and PR-AUC against the teacher's label (>= 0.5), the spread
+of the action readout p(s=1) (a constant readout cannot steer a threshold controller) and search
+accuracy against the search label. The steps of one question share its trace, so they are not
+independent draws: the AUROC's 95% interval comes from a bootstrap that resamples questions, and the
+trained-minus-untrained gain from the same resamples (paired).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from pra.errors import UserError
+from pra.reward_agent import Readout, RewardAgent
+from training.dataset import Example, load_examples, split_by_question
+
+BOOTSTRAP_RESAMPLES = 1000
+READOUTS = "reward_readouts"     # an evaluation's per-example rewards, kept in log.jsonl for the paired gain
+
+
+def agent_readouts(agent: RewardAgent, examples: list[Example]) -> list[Readout]:
+    """The agent's readouts of ``examples``. An agent whose prompt shows earlier rewards sees, as at
+    inference, its own readouts of the trace's earlier steps: those read the same way (with documents
+    or without, what always-search and never-search give it) where the labels hold that prompt, else
+    the other one. Steps are therefore read in order of their position."""
+    if not agent.earlier_rewards:
+        return agent.score([e.request for e in examples])
+    own: dict[tuple[str, int, bool], float] = {}
+    readouts: dict[int, Readout] = {}
+    for position in sorted({e.step_index for e in examples}):
+        batch = [(i, e) for i, e in enumerate(examples) if e.step_index == position]
+        requests = []
+        for _, e in batch:
+            docs = bool(e.request.docs)
+            earlier = tuple(own.get((e.trace, j, docs), own.get((e.trace, j, not docs)))
+                            for j in range(1, len(e.request.steps) + 1))
+            requests.append(replace(e.request, rewards=earlier))
+        for (i, e), r in zip(batch, agent.score(requests)):
+            readouts[i] = r
+            own[(e.trace, e.step_index, bool(e.request.docs))] = r.reward
+    return [readouts[i] for i in range(len(examples))]
+
+
+def _auroc(y: np.ndarray, p: np.ndarray) -> float | None:
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, p)) if 0 < y.sum() < len(y) else None
+
+
+def question_bootstrap(examples: list[Example], statistic: Callable[[np.ndarray], float | None],
+                       resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> list[float] | None:
+    """95% percentile interval of ``statistic(example indices)`` over resamples of whole questions
+    (None when fewer than half the resamples define it, e.g. one class only)."""
+    by_question: dict[str, list[int]] = defaultdict(list)
+    for i, e in enumerate(examples):
+        by_question[e.question_id].append(i)
+    groups = [np.array(g) for g in by_question.values()]
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(resamples):
+        drawn = np.concatenate([groups[k] for k in rng.integers(len(groups), size=len(groups))])
+        value = statistic(drawn)
+        if value is not None:
+            values.append(value)
+    if len(values) < resamples / 2:
+        return None
+    return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]
+
+
+def step_metrics(examples: list[Example], readouts: list[Readout]) -> dict[str, Any]:
+    """One evaluation's metrics (module docstring), with the per-example rewards under ``READOUTS``."""
+    from sklearn.metrics import average_precision_score
+
+    if not examples:
+        return {"examples": 0}
+    y = np.array([int(e.reward >= 0.5) for e in examples])
+    p = np.array([r.reward for r in readouts])
+    action = np.array([r.action for r in readouts])
+    auroc = _auroc(y, p)
+    return {"examples": len(examples), "questions": len({e.question_id for e in examples}),
+            "positive_share": float(y.mean()),
+            "reward_auroc": auroc,
+            "reward_auroc_ci": question_bootstrap(examples, lambda i: _auroc(y[i], p[i])) if auroc is not None else None,
+            "reward_pr_auc": float(average_precision_score(y, p)) if auroc is not None else None,
+            "action_mean": float(action.mean()), "action_std": float(action.std()),
+            "search_accuracy": float(np.mean([(r.action >= 0.5) == bool(e.search) for r, e in zip(readouts, examples)])),
+            READOUTS: p.tolist()}
+
+
+def validate(agent: RewardAgent, examples: list[Example]) -> dict[str, Any]:
+    """``step_metrics`` of the agent's readouts, in eval mode with a fresh prefix cache (states cached
+    at an earlier validation came from older weights)."""
+    model = agent.backend.model
+    training = model.training
+    model.eval()
+    agent.backend.prefix_cache.clear()
+    readouts = agent_readouts(agent, examples)
+    model.train(training)
+    return step_metrics(examples, readouts)
+
+
+def held_out_summary(examples: list[Example], untrained: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]:
+    """The top-level keys of ``metrics.json``: the trained agent's metrics, the untrained backbone's
+    AUROC on the same steps, and the paired gain with its question-bootstrap interval."""
+    gain = gain_ci = None
+    if trained.get("reward_auroc") is not None and untrained.get("reward_auroc") is not None:
+        y = np.array([int(e.reward >= 0.5) for e in examples])
+        before, after = np.array(untrained[READOUTS]), np.array(trained[READOUTS])
+        gain = trained["reward_auroc"] - untrained["reward_auroc"]
+
+        def paired(i: np.ndarray) -> float | None:
+            a, b = _auroc(y[i], after[i]), _auroc(y[i], before[i])
+            return None if a is None else a - b
+
+        gain_ci = question_bootstrap(examples, paired)
+    return {"examples": trained.get("examples", 0), "questions": trained.get("questions", 0),
+            "reward_auroc": trained.get("reward_auroc"), "reward_auroc_ci": trained.get("reward_auroc_ci"),
+            "reward_pr_auc": trained.get("reward_pr_auc"),
+            "untrained_reward_auroc": untrained.get("reward_auroc"),
+            "untrained_reward_auroc_ci": untrained.get("reward_auroc_ci"),
+            "untrained_reward_pr_auc": untrained.get("reward_pr_auc"),
+            "reward_auroc_gain": gain, "reward_auroc_gain_ci": gain_ci,
+            "action_std": trained.get("action_std"), "untrained_action_std": untrained.get("action_std"),
+            "search_accuracy": trained.get("search_accuracy"),
+            "untrained_search_accuracy": untrained.get("search_accuracy")}
+
+
+def without_readouts(evaluation: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in evaluation.items() if k != READOUTS}
+
+
+def evaluate_agent(agent_name: str, labels: str, reward_label: str, search_label: str, val_fraction: float,
+                   seed: int, always_without_docs: bool = True, max_doc_chars: int = 400,
+                   backbone: str | None = None) -> dict[str, Any]:
+    """``metrics.json``'s held-out keys for an agent folder on a labels file's validation questions:
+    the agent, then its backbone (the adapter's base unless ``backbone`` is given) with the same prompt."""
+    from pra.backends.transformers_backend import TransformersBackend
+    from pra.models import resolve_reward_agent
+    from pra.reward_agent import load_reward_agent
+
+    base, adapter = resolve_reward_agent(agent_name)
+    backbone = backbone or (base if adapter else None)
+    if backbone is None:
+        raise UserError(f"{agent_name}: not an adapter folder; name its untrained backbone with --backbone")
+    _, val_set = split_by_question(load_examples(labels, reward_label, search_label, always_without_docs),
+                                   val_fraction, seed)
+    if not val_set:
+        raise UserError(f"{labels}: val_fraction {val_fraction} leaves no validation question")
+    agent = load_reward_agent(agent_name, max_doc_chars=max_doc_chars)
+    trained, shown = validate(agent, val_set), agent.earlier_rewards
+    del agent                                      # one model in memory at a time
+    untrained = validate(RewardAgent(TransformersBackend(backbone, dtype="float32"), max_doc_chars, shown), val_set)
+    return {**held_out_summary(val_set, untrained, trained), "agent": agent_name, "backbone": backbone,
+            "labels": labels, "reward_label": reward_label, "search_label": search_label,
+            "val_fraction": val_fraction, "seed": seed, "always_without_docs": always_without_docs,
+            "earlier_rewards_shown": shown,
+            "initial": without_readouts(untrained), "final": without_readouts(trained)}
+
+
+def main() -> None:
+    from training.config import TrainConfig, load_config
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("agent", help="an agent folder or a pra/agents name")
+    ap.add_argument("--recipe", help="the training recipe (its `train:` block) that made the agent: labels and split")
+    ap.add_argument("--labels", help="labels.jsonl (default: the recipe's)")
+    ap.add_argument("--reward-label", dest="reward_label")
+    ap.add_argument("--search-label", dest="search_label")
+    ap.add_argument("--val-fraction", dest="val_fraction", type=float)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--backbone", help="the untrained model to compare with (default: the adapter's base)")
+    ap.add_argument("--out", type=Path, help="write the metrics here as JSON (default: print only)")
+    a = ap.parse_args()
+    cfg = load_config(TrainConfig, "train", a.recipe, vars(a))
+    if not Path(cfg.labels).is_file():
+        raise SystemExit(f"no labels file {cfg.labels}: run `pra label` for it, or pass --labels")
+    metrics = evaluate_agent(a.agent, cfg.labels, cfg.reward_label, cfg.search_label, cfg.val_fraction, cfg.seed,
+                             cfg.always_without_docs, cfg.max_doc_chars, a.backbone)
+    text = json.dumps(metrics, indent=2)
+    if a.out:
+        a.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
