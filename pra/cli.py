@@ -141,7 +141,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     metrics = train(cfg)
     if metrics is None:         # not the main process of an `accelerate launch`: it reports
         return
-    print(json.dumps({"untrained": metrics["initial"], "trained": metrics["final"]}, indent=2))
+    held_out = {k: v for k, v in metrics.items() if k not in ("initial", "final", "history", "train_loss")}
+    print(json.dumps({"untrained": metrics["initial"], "trained": metrics["final"], "held_out": held_out}, indent=2))
     print(f"reward agent: {cfg.out} (use --reward-agent {cfg.out})")
 
 
