@@ -10,7 +10,7 @@ from eval.report.figures import pareto, samples_figure, tradeoff_figure, vote_cu
 from eval.report.margins import by_difficulty, by_position, load_labels, margin_figures
 from eval.report.posthoc import pick, posthoc_accuracy
 from eval.report.runs import RunError, load_run, load_runs
-from eval.report.tables import agent_by_search, backbone_swap, methods_by_benchmark, reward_level
+from eval.report.tables import against_baselines, agent_by_search, backbone_swap, methods_by_benchmark, reward_level
 from search.aggregation import aggregate_rewards
 
 
@@ -70,6 +70,27 @@ def test_table2_paired_deltas_and_missing_runs(tmp_path):
     assert "+0.333 [+0.000, +1.000] p=1 (n=3)" in text    # differences 0, 1, 0: bootstrap CI, McNemar
     assert "sc for p on bench: `pra eval --benchmark bench --policy p --method sc" in text
     assert "pra for q on bench" in text
+
+
+def test_table1b_every_method_paired_against_cot_and_sc(tmp_path):
+    ids = ["q0@r0", "q0@r1", "q1@r0", "q1@r1"]
+    make_run(tmp_path, "cot", "cot", [True, False, False, False], ids=ids, permute="cyclic")
+    make_run(tmp_path, "sc", "sc", [True, True, False, False], ids=ids, permute="cyclic")
+    make_run(tmp_path, "direct-permavg", "direct", [False, True, True, True], ids=ids, permute="cyclic",
+             search={"readout": "permavg"})
+    make_run(tmp_path, "direct-argmax", "direct", [False] * 4, ids=ids, permute="cyclic")
+    make_run(tmp_path, "pra", "pra", [True, True], ids=["q0@r1", "q1@r0"], permute="balanced")
+    runs, _ = load_runs([tmp_path])
+    text = against_baselines(runs).render()
+    # readouts are told apart; each row pairs with CoT and SC on the records both have
+    assert "| bench | p | direct (permavg) | cyclic | 0.750 ± 0.177 (n=4) | +0.500 [+0.000, +1.000]" in text
+    assert "| bench | p | direct (argmax) | cyclic |" in text
+    assert "| bench | p | cot | cyclic | 0.250 ± 0.177 (n=4) | — | -0.250" in text
+    assert "(n=2) | +0.500" in text                       # the balanced PRA run pairs on its 2 records
+    make_run(tmp_path / "other", "rag", "rag", [True], policy="q")
+    runs, _ = load_runs([tmp_path / "other"])
+    assert "cot or sc for q on bench: `pra eval --benchmark bench --policy q --method cot --permute cyclic" \
+        in against_baselines(runs).render()
 
 
 def test_table3_trained_by_search(tmp_path):

@@ -10,7 +10,7 @@ from eval.report.margins import margin_figures
 from eval.report.markdown import table
 from eval.report.quality import injection_section, quality_section
 from eval.report.runs import load_runs
-from eval.report.tables import agent_by_search, backbone_swap, methods_by_benchmark, reward_level
+from eval.report.tables import against_baselines, agent_by_search, backbone_swap, methods_by_benchmark, reward_level
 
 
 @dataclass
@@ -26,7 +26,7 @@ class ReportConfig:
 def build_report(cfg: ReportConfig) -> Path:
     cfg.out.mkdir(parents=True, exist_ok=True)
     runs, notes = load_runs(cfg.runs, cfg.first)
-    sections = [methods_by_benchmark(runs), backbone_swap(runs), agent_by_search(runs), reward_level(runs),
+    sections = [methods_by_benchmark(runs), against_baselines(runs), backbone_swap(runs), agent_by_search(runs), reward_level(runs),
                 samples_figure(runs, cfg.out), tradeoff_figure(runs, cfg.out), *margin_figures(cfg.labels, cfg.out),
                 quality_section(cfg.quality), injection_section(cfg.injection)]
     head = ["# pra report",

@@ -41,6 +41,8 @@ def mean_se(xs: Sequence[float]) -> tuple[float, float] | None:
 
 
 def eval_command(benchmark: str, policy: str, method: str, extra: str = "", name: str | None = None) -> str:
-    """The ``pra eval`` call that would make a missing run, writing to runs/BENCHMARK/POLICY/NAME."""
+    """The ``pra eval`` call that would make a missing run, writing to runs/BENCHMARK/POLICY/NAME: on a
+    seeded sample under every cyclic rotation of the options, so that it pairs with the others."""
     tail = f" {extra}" if extra else ""
-    return f"`pra eval --benchmark {benchmark} --policy {policy} --method {method}{tail} --out runs/{benchmark}/{policy}/{name or method}`"
+    return (f"`pra eval --benchmark {benchmark} --policy {policy} --method {method}{tail} --permute cyclic "
+            f"--sample 200 --seed 0 --out runs/{benchmark}/{policy}/{name or method}`")

@@ -74,7 +74,14 @@ class Run:
         return resolve_reward_agent(self.reward_agent)[1] is not None or self.reward_agent not in EMBEDDED
 
     @property
+    def readout(self) -> str:
+        """How answers read from logits were read (direct, forced): argmax | permavg | calibrate."""
+        return self.config.get("search", {}).get("readout", "argmax")
+
+    @property
     def label(self) -> str:
+        if self.method == "direct":
+            return f"direct ({self.readout})"
         if self.method == "pra":
             agent = "trained" if self.trained else "untrained"
             s = self.config.get("search", {})

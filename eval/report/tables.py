@@ -56,6 +56,33 @@ def methods_by_benchmark(runs: list[Run]) -> Section:
     return sec
 
 
+def against_baselines(runs: list[Run]) -> Section:
+    """Table 1b: every run against CoT and against self-consistency on the same policy and benchmark,
+    paired over the records both have, so that a method's gain is read with its CI."""
+    sec = Section("Table 1b: each method against CoT and SC (paired)")
+    groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    for r in runs:
+        groups[(r.benchmark, r.policy)].append(r)
+    rows = []
+    for (bench, policy), rs in sorted(groups.items()):
+        cot = _largest(r for r in rs if r.method == "cot")
+        sc = _largest(r for r in rs if r.method == "sc")
+        if not (cot or sc):
+            sec.missing.append(f"cot or sc for {policy} on {bench}: {eval_command(bench, policy, 'cot')}")
+            continue
+        for r in sorted(rs, key=lambda r: r.label):
+            rows.append([bench, policy, r.label, r.config.get("permute", "none"), _cell(r),
+                         paired_delta(r, cot) if cot and r is not cot else "—",
+                         paired_delta(r, sc) if sc and r is not sc else "—"])
+    if rows:
+        sec.body.append(table(["benchmark", "policy", "method", "options", "accuracy", "Δ − CoT", "Δ − SC"], rows))
+        sec.body.append("Accuracy ± question-clustered standard error (n records). Deltas as in Table 2: paired "
+                        "over the records both runs have, bootstrap 95% CI over questions, exact McNemar p; a CI "
+                        "that covers 0 is no gain. Under `cyclic` options chance is exactly 1/n; a `balanced` run "
+                        "pairs with the cyclic runs' records of its one rotation per question.")
+    return sec
+
+
 def _pra_choice(runs: list[Run]) -> Run | None:
     """The PRA run standing for a policy: a trained agent that searches, else the closest there is."""
     pra = [r for r in runs if r.method == "pra"]

@@ -13,7 +13,6 @@ import itertools
 import os
 import time
 from typing import Sequence
-from typing import Sequence
 
 from pra.backends.base import (BackendNotInstalled, BackendStats, Completion, LMBackend, Message, SamplingParams,
                                SlotLogprobs, cut_at_stop, render_chat, single_token_ids, renormalise)
