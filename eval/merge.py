@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pra.benchmarks import load_eval_benchmark
+from pra.selection import questions_asked
 from eval.run import summarize
 from eval.run_folder import check_records
 from pra.records import read_records
@@ -54,6 +55,13 @@ def _check_configs(shards: list[Path], configs: list[dict[str, Any]]) -> None:
             f"{s / 'config.json'} ({c.get('shard')})" for s, c in zip(shards, configs)))
 
 
+def _asked(cfg: dict[str, Any]) -> str:
+    """How a run chose its questions, in words, for errors."""
+    chosen = (f"sample {cfg['sample']}, seed {cfg.get('seed', 0)}" if cfg.get("sample")
+              else f"first {cfg['limit']}" if cfg.get("limit") else "all")
+    return f"{chosen}, options {cfg.get('permute', 'none')}"
+
+
 def merge_shards(out: Path, shards: list[Path]) -> Merged:
     if not shards:
         raise MergeError("give at least one shard folder")
@@ -62,8 +70,10 @@ def merge_shards(out: Path, shards: list[Path]) -> Merged:
     configs = [_config(s) for s in shards]
     _check_configs(shards, configs)
     cfg = configs[0]
-    load = load_eval_benchmark(cfg["benchmark"], limit=cfg.get("limit"), skip_bad=cfg.get("skip_bad", False))
-    questions = load.questions
+    load = load_eval_benchmark(cfg["benchmark"], skip_bad=cfg.get("skip_bad", False))
+    # What the whole run asks (first N or seeded sample, each under its rotations): the shards' union.
+    questions = questions_asked(load.questions, limit=cfg.get("limit"), sample=cfg.get("sample"),
+                                seed=cfg.get("seed", 0), permute=cfg.get("permute", "none"))
     expected = {q.id for q in questions}
     owner: dict[str, Path] = {}
     records: dict[str, dict[str, Any]] = {}
@@ -80,8 +90,8 @@ def merge_shards(out: Path, shards: list[Path]) -> Merged:
             if rid in owner:
                 raise MergeError(f"question {rid!r} is in both {owner[rid]} and {path}: shards overlap")
             if rid not in expected:
-                raise MergeError(f"{path}: record {n}: id {rid!r} is not among the first "
-                                 f"{cfg.get('limit')} questions of {cfg['benchmark']}")
+                raise MergeError(f"{path}: record {n}: id {rid!r} is not among the {len(questions)} questions "
+                                 f"the run asks of {cfg['benchmark']} ({_asked(cfg)})")
             owner[rid] = path
             records[rid] = r
     ordered = [records[q.id] for q in questions if q.id in records]
@@ -92,7 +102,9 @@ def merge_shards(out: Path, shards: list[Path]) -> Merged:
     (out / "config.json").write_text(json.dumps({**cfg, "shard": None, "out": str(out)}, indent=2))
     method = cfg["method"]
     # The same keys as run_eval's summary.json, plus where the records came from and the gaps.
-    summary = {"benchmark": cfg["benchmark"], "method": method, "policy": cfg["policy"],
+    summary = {"benchmark": cfg["benchmark"], "method": method, "policy": cfg["policy"], "of": len(load.questions),
+               "permute": cfg.get("permute", "none"),
+               **({"sample": cfg["sample"], "seed": cfg.get("seed", 0)} if cfg.get("sample") else {}),
                **({"reward_agent": cfg.get("reward_agent")} if method == "pra" else {}),
                **({"search": cfg.get("search_controller")} if method in ("pra", "pulse-front", "pulse-step") else {}),
                "skipped_bad_rows": load.skipped, "merged_from": [str(s) for s in shards], "missing": len(missing), **summarize(ordered)}

@@ -12,6 +12,7 @@ from pathlib import Path
 from pra.benchmarks import load_eval_benchmark
 from eval.run import summarize
 from pra.records import read_records
+from pra.selection import split_id
 
 
 def run_row(run: Path, first: int | None = None) -> dict:
@@ -19,7 +20,7 @@ def run_row(run: Path, first: int | None = None) -> dict:
     records = list(read_records(run / "records.jsonl"))
     if first is not None:
         ids = {q.id for q in load_eval_benchmark(cfg["benchmark"], limit=first).questions}
-        records = [r for r in records if r["id"] in ids]
+        records = [r for r in records if split_id(r["id"])[0] in ids]     # every rotation of them
     method = cfg["method"]
     if method == "pra":
         method += f" ({cfg['reward_agent']}, search {cfg['search_controller']})"

@@ -7,6 +7,7 @@ import pytest
 
 from pra.benchmarks import load_eval_benchmark
 from eval.merge import MergeError, merge_shards
+from pra.selection import questions_asked
 
 LIMIT = 6
 
@@ -76,3 +77,27 @@ def test_merge_cli(tmp_path, capsys):
     main(["merge", str(tmp_path / "out"), str(a), str(b)])
     out = capsys.readouterr().out
     assert "merged 4 records" in out and "gaps: 2 question(s) in no shard" in out
+
+
+def test_merge_joins_shards_of_a_permuted_sampled_run(tmp_path):
+    """Shards of `--sample 4 --permute cyclic`: records are (question, rotation); the merged run holds
+    every rotation of the sample, in the order the whole run asks them, and says n of N."""
+    questions = load_eval_benchmark("medqa").questions
+    asked = lambda shard=None: questions_asked(questions, sample=4, seed=3, permute="cyclic", shard=shard)
+    shards = []
+    for i in range(2):
+        folder = tmp_path / f"shard{i}"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(
+            {"benchmark": "medqa", "method": "cot", "policy": "p", "limit": None, "sample": 4, "seed": 3,
+             "permute": "cyclic", "shard": f"{i}/2", "out": str(folder), "skip_bad": False}))
+        (folder / "records.jsonl").write_text("".join(json.dumps(
+            {"id": q.id, "gold": q.answer, "prediction": q.answer, "correct": True, "forced": False,
+             "tokens": 5, "seconds": 1.0, "stats": {}}) + "\n" for q in asked((i, 2))))
+        shards.append(folder)
+    merged = merge_shards(tmp_path / "out", shards)
+    ids = [json.loads(line)["id"] for line in (tmp_path / "out" / "records.jsonl").read_text().splitlines()]
+    assert ids == [q.id for q in asked()] and len(ids) == 4 * len(questions[0].options)
+    assert merged.missing == [] and "@r1" in ids[1]
+    assert merged.summary["of"] == len(questions) and merged.summary["permute"] == "cyclic"
+    assert merged.summary["sample"] == 4

@@ -17,3 +17,17 @@ def test_first_n_keeps_the_benchmarks_first_questions(tmp_path):
     assert first2["n"] == 2 and first2["accuracy"] == 0.5       # qs[0] (correct) and qs[1] (wrong)
     table = markdown([first2])
     assert "| p | sc (k=4) | 2 | 0.500 ± 0.354 | 1 |" in table
+
+
+def test_first_n_keeps_every_rotation_of_the_first_questions(tmp_path):
+    """A cyclic run's records are ``ID@rR``: --first N keeps all rotations of the first N questions."""
+    from pra.benchmarks import load_eval_benchmark
+    from pra.selection import questions_asked
+
+    qs = load_eval_benchmark("medqa", limit=3).questions
+    asked = questions_asked(qs, permute="cyclic")
+    (tmp_path / "config.json").write_text(json.dumps({"benchmark": "medqa", "method": "cot", "policy": "p"}))
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps(
+        {"id": q.id, "gold": q.answer, "prediction": q.answer, "correct": True, "forced": False, "tokens": 1,
+         "seconds": 1.0, "stats": {}}) + "\n" for q in asked))
+    assert run_row(tmp_path, first=2)["n"] == 2 * len(qs[0].options)

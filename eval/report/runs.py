@@ -13,6 +13,7 @@ from pra.benchmarks import load_eval_benchmark
 from eval.run import summarize
 from eval.run_folder import check_records
 from pra.records import read_records
+from pra.selection import split_id
 from pra.errors import UserError
 
 REQUIRED = ("benchmark", "method", "policy")
@@ -138,7 +139,7 @@ def load_run(path: Path, first: int | None = None, _ids: dict[str, set[str]] | N
                 raise RunError(f"{path / 'records.jsonl'}: record {i}: field {key!r} missing")
     if first is not None:
         ids = _first_ids(config["benchmark"], first, {} if _ids is None else _ids)
-        records = [r for r in records if r["id"] in ids]
+        records = [r for r in records if split_id(r["id"])[0] in ids]     # every rotation of them
     return Run(path, config, tuple(records))
 
 
