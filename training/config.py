@@ -33,17 +33,20 @@ class LabelConfig:
     max_active: int = 16                 # questions (or partial traces) in the engine's queue at once
     chunk: int = 4                       # questions labelled per batch: what a stop loses at most
     # teachers
-    teachers: list[str] = field(default_factory=lambda: ["judge", "rollout"])
+    teachers: list[str] = field(default_factory=lambda: ["judge", "rollout"])   # and/or goldprob
     judge: str = "smollm2-135m-instruct"
     judge_backend: str = "transformers"
     judge_base_url: str | None = None
     corpus: str = "medcorp-mini"
     retrieval: str = "dense"             # dense | bm25 | hybrid
     docs: int = 2                        # passages per step (the judge's evidence; training prompts' documents)
-    max_doc_chars: int = 600             # per passage in the judge's prompt
+    max_doc_chars: int = 600             # per passage in the judge's prompt (and the policy's, for goldprob)
     rollouts: int = 4                    # n completions per partial trace
     rollout_steps: int = 2               # further steps per completion before an answer is forced (>= 1)
     rollout_threshold: float = 0.5       # hard rollout label: share reaching the gold answer >= this
+    # goldprob (transformers backend): the weights its letter reads use. bfloat16 logits move in steps
+    # of 1/8 to 1/4, coarser than most steps' rise in gold probability; None reads with the policy as loaded
+    goldprob_dtype: str | None = "float32"
 
 
 @dataclass
@@ -51,8 +54,8 @@ class TrainConfig:
     labels: str = "runs/labels/labels.jsonl"
     out: str = "runs/agent"
     base: str = "smollm2-135m-instruct"  # registry name or hub id: what the adapter records as its base
-    reward_label: str = "judge"          # judge | rollout | soft (the rollout share as a soft target)
-    search_label: str = "always"         # always (the paper's main setting) | margin (median |dm|)
+    reward_label: str = "judge"          # judge | rollout | soft (the rollout share as a soft target) | goldprob | goldprob_soft
+    search_label: str = "always"         # always (the paper's main setting) | margin (median |dm|, judge's or goldprob's)
     always_without_docs: bool = True     # always: each step's prompt without documents too (training.dataset)
     lora: bool = True                    # False: full fine-tuning
     lora_r: int = 8

@@ -12,6 +12,8 @@ follows what the engine reads at inference:
 - ``margin`` (selective search): the engine first reads the agent without documents (slot 2 decides
   whether to search), then, if it searched, again with them. Every step gives a prompt without
   documents (target: reward, search label); a search-labelled step also gives one with documents.
+  The search label thresholds the judge's or the gold-probability teacher's margin shift
+  (``margin_teacher``).
 
 Earlier steps appear in the prompt without rewards. At inference the rewards there would be the
 agent's own readouts, which training cannot show: the teacher's targets (what was shown before) are a
@@ -34,7 +36,8 @@ from pra.types import Question
 from training.label import with_search_labels
 from pra.errors import UserError
 
-REWARD_LABELS = {"judge": "judge_label", "rollout": "rollout_label", "soft": "soft_label"}
+REWARD_LABELS = {"judge": "judge_label", "rollout": "rollout_label", "soft": "soft_label",
+                 "goldprob": "goldprob_label", "goldprob_soft": "goldprob_soft"}
 SEARCH_LABELS = ("always", "margin")
 EARLIER_REWARDS = False     # the prompt variant of the agents trained here (module docstring)
 
@@ -50,20 +53,30 @@ class Example:
     search: int           # target digit at slot 2
 
 
+def margin_teacher(reward_label: str, records: list[dict]) -> str:
+    """Whose margin shift ``margin`` search labels threshold: the reward label's teacher where it
+    has one (judge, goldprob), else the judge's where the labels hold it, else goldprob's."""
+    if reward_label.startswith("goldprob"):
+        return "goldprob"
+    return "judge" if reward_label == "judge" or any(r.get("dm") is not None for r in records) else "goldprob"
+
+
 def load_examples(path: str | Path, reward_label: str = "judge", search_label: str = "always",
                   without_docs: bool = True) -> list[Example]:
     """The examples of a labels file (module docstring); ``without_docs`` only matters for ``always``."""
     if reward_label not in REWARD_LABELS or search_label not in SEARCH_LABELS:
         raise UserError(f"reward_label: one of {', '.join(REWARD_LABELS)}; search_label: one of "
                          f"{', '.join(SEARCH_LABELS)} (got {reward_label!r}, {search_label!r})")
-    records = with_search_labels(read_records(path))
+    records = list(read_records(path))
     if not records:
         raise UserError(f"{path}: no labelled steps")
+    teacher = margin_teacher(reward_label, records)
+    records = with_search_labels(records, teacher)
     key = REWARD_LABELS[reward_label]
     missing = [r["id"] for r in records if r.get(key) is None or
                (search_label == "margin" and r.get("search_label") is None)]
     if missing:
-        needs = "the judge's margin shift" if search_label == "margin" else f"{key!r}"
+        needs = f"the {teacher}'s margin shift" if search_label == "margin" else f"{key!r}"
         raise UserError(f"{path}: {len(missing)} step(s) lack {needs} (e.g. {missing[0]}); "
                          f"label them with that teacher or pick another label setting")
     examples = []

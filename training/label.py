@@ -4,19 +4,23 @@ Two resumable phases, each an append-only JSON-lines file in ``out``:
 
   traces.jsonl  one record per question: the policy's traces (greedy CoT, or k sampled), as steps
   labels.jsonl  one record per (question, trace, step): the prompt parts, the retrieved documents, the
-                judge's log-probs without and with them, m, m_docs, dm, the rollout answers, the labels
+                judge's log-probs without and with them, m, m_docs, dm, the rollout answers, the
+                gold probabilities before and after the step and with documents, the labels
 
 Traces are fixed on disk before any step is labelled, so a resumed run labels the same steps. The
 search label compares |dm| with the median over the whole labelled set, so it is applied when the
 labels are read (``with_search_labels``), never stored: resuming cannot shift it.
 
 Teachers: the judge (the paper's: an LLM shown the question, the gold answer, documents and the trace
-up to the step, answering one digit, read as log-probs of ``0``/``1``) and Monte-Carlo rollouts
-(Math-Shepherd: the share of the policy's completions from the step that reach the gold answer).
+up to the step, answering one digit, read as log-probs of ``0``/``1``), Monte-Carlo rollouts
+(Math-Shepherd: the share of the policy's completions from the step that reach the gold answer), and
+the gold probability (``goldprob``: how much the step raises the policy's permutation-averaged
+probability of the gold option's text, ``goldprob_labels``), which no letter preference can move.
 """
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,7 +31,8 @@ from tqdm import tqdm
 from pra.benchmarks import EVAL_BENCHMARKS, load_benchmark, load_eval_benchmark, parse_shard
 from pra.backends import load_policy
 from pra.backends.base import LMBackend
-from pra.prompts import format_documents, format_question, steps_prefix
+from pra.prompts import FORCE_ANSWER, format_documents, format_question, policy_messages, steps_prefix
+from pra.readouts import Prompt, read_letters
 from pra.records import JsonlWriter, read_records
 from pra.steps import extract_answer
 from pra.types import Message, Question, Step
@@ -35,7 +40,9 @@ from search.engine import Candidate, Engine, SearchConfig, Trace, search_query
 from training.config import LabelConfig
 from pra.errors import UserError
 
-TEACHERS = ("judge", "rollout")
+TEACHERS = ("judge", "rollout", "goldprob")
+LABEL_KEYS = {"judge": "judge_label", "rollout": "rollout_label", "goldprob": "goldprob_label"}
+SHIFTS = {"judge": "dm", "goldprob": "goldprob_dm"}     # each teacher's margin shift, for search labels
 JUDGE_SYSTEM = "You are a medical expert who grades students' reasoning strictly."
 JUDGE_INSTRUCTIONS = (
     "Below are a medical multiple-choice question, its correct answer, {docs}and a student's step-by-step "
@@ -66,14 +73,40 @@ def search_labels(dms: Sequence[float]) -> tuple[list[int], float]:
     return [int(abs(d) > threshold) for d in dms], threshold
 
 
-def with_search_labels(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records with ``search_label`` set wherever the judge gave a margin shift."""
+def with_search_labels(records: Iterable[dict[str, Any]], teacher: str = "judge") -> list[dict[str, Any]]:
+    """The records with ``search_label`` set wherever ``teacher`` (judge or goldprob) gave a margin shift."""
+    if teacher not in SHIFTS:
+        raise UserError(f"margin shifts come from {' or '.join(SHIFTS)}, got {teacher!r}")
     records = [dict(r) for r in records]
-    judged = [r for r in records if r.get("dm") is not None]
-    if judged:
-        for r, s in zip(judged, search_labels([r["dm"] for r in judged])[0]):
+    shifted = [r for r in records if r.get(SHIFTS[teacher]) is not None]
+    if shifted:
+        for r, s in zip(shifted, search_labels([r[SHIFTS[teacher]] for r in shifted])[0]):
             r["search_label"] = s
     return records
+
+
+def log_odds(p: float, eps: float = 1e-6) -> float:
+    p = min(max(p, eps), 1 - eps)
+    return math.log(p) - math.log(1 - p)
+
+
+def goldprob_fields(p_before: float, p: float, p_docs: float) -> dict[str, Any]:
+    """The gold-probability reading of one step from p_{k-1} (before it), p_k (after it) and p_k with
+    the step's documents in the policy's context.
+
+    The reward is the rise dp = p_k - p_{k-1}, not the level p_k: a policy near chance on these
+    questions gives every state of a question about the same p, so the level mostly says how easy
+    the question is; the rise is what the step itself adds (a step's progress, as in Setlur et al.,
+    "Rewarding Progress", 2024). The binary label is ``dp > 0``: the step moved the policy towards the
+    gold text. Zero is the one threshold that needs no tuning and means the same on every question
+    whatever its number of options or difficulty; a step that changes nothing (dp = 0) did not help.
+    The soft label (1 + dp) / 2 is dp mapped onto [0, 1] (0.5: no change), order kept.
+    The margin is the log-odds of the gold text, as the judge's m is the log-odds of "correct"; the
+    search label thresholds dm = m - m_docs as the judge's (``search_labels``)."""
+    dp = p - p_before
+    return {"p_gold_before": p_before, "p_gold": p, "p_gold_docs": p_docs, "goldprob_dp": dp,
+            "goldprob_soft": (1 + dp) / 2, "goldprob_label": int(dp > 0),
+            "goldprob_dm": log_odds(p) - log_odds(p_docs)}
 
 
 def label_stats(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -93,10 +126,18 @@ def label_stats(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     rolled = [r for r in recs if r.get("soft_label") is not None]
     if rolled:
         stats.update(rollout_positive=mean("rollout_label", rolled), soft_mean=mean("soft_label", rolled))
-    both = [r for r in judged if r.get("soft_label") is not None]
-    if both:
-        stats["judge_rollout_agreement"] = round(statistics.fmean(
-            r["judge_label"] == r["rollout_label"] for r in both), 4)
+    gold = [r for r in recs if r.get("goldprob_dp") is not None]
+    if gold:
+        labels, threshold = search_labels([r["goldprob_dm"] for r in gold])
+        stats.update(goldprob_positive=mean("goldprob_label", gold), goldprob_mean_dp=mean("goldprob_dp", gold),
+                     goldprob_mean_p=mean("p_gold", gold), goldprob_search_share=round(statistics.fmean(labels), 4),
+                     median_abs_goldprob_dm=round(threshold, 4))
+    for k, a in enumerate(TEACHERS):
+        for b in TEACHERS[k + 1:]:
+            both = [r for r in recs if r.get(LABEL_KEYS[a]) is not None and r.get(LABEL_KEYS[b]) is not None]
+            if both:
+                stats[f"{a}_{b}_agreement"] = round(statistics.fmean(
+                    r[LABEL_KEYS[a]] == r[LABEL_KEYS[b]] for r in both), 4)
     return stats
 
 
@@ -160,30 +201,82 @@ def judge_labels(cfg: LabelConfig, judge: LMBackend, items: list[Item],
     return [judge_fields(a, b) for a, b in zip(lps[:len(items)], lps[len(items):])]
 
 
-def rollout_labels(cfg: LabelConfig, policy: LMBackend, items: list[Item]) -> list[dict[str, Any]]:
-    """Each partial trace continued ``rollouts`` times by the policy on the engine (sampled; at most
-    ``rollout_steps`` more steps, then a forced answer). A step that answers is its own outcome."""
+def continuations(cfg: LabelConfig, policy: LMBackend, starts: list[tuple[Question, tuple[str, ...]]],
+                  n: int) -> list[list[str | None]]:
+    """The answers of ``n`` continuations of each start (the question as asked, the steps so far) by the
+    policy on the engine: sampled, at most ``rollout_steps`` more steps, then a forced answer."""
     engine = Engine(policy, SearchConfig(
-        beam_width=cfg.rollouts, branching=1, max_steps=cfg.rollout_steps, step_tokens=cfg.step_tokens,
+        beam_width=n, branching=1, max_steps=cfg.rollout_steps, step_tokens=cfg.step_tokens,
         temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed, aggregate="vote"))
     # The root proposes beam_width x branching = n continuations of the one prefix, then each goes on alone.
-    traces = {i.id: Trace(i.question, beam=[Candidate([Step(s) for s in i.steps])])
-              for i in items if i.answer is None}
-    for _ in engine.run(traces.values(), cfg.max_active):
+    traces = [Trace(q, beam=[Candidate([Step(s) for s in steps])]) for q, steps in starts]
+    for _ in engine.run(traces, cfg.max_active):
         pass
+    return [[c.answer for c in t.beam] for t in traces]
+
+
+def rollout_labels(cfg: LabelConfig, policy: LMBackend, items: list[Item]) -> list[dict[str, Any]]:
+    """Each partial trace continued ``rollouts`` times (``continuations``). A step that answers is its
+    own outcome."""
+    open_items = [i for i in items if i.answer is None]
+    rolled = dict(zip((i.id for i in open_items),
+                      continuations(cfg, policy, [(i.question, i.steps) for i in open_items], cfg.rollouts)))
     out = []
     for i in items:
-        answers = [i.answer] * cfg.rollouts if i.answer else [c.answer for c in traces[i.id].beam]
+        answers = [i.answer] * cfg.rollouts if i.answer else rolled[i.id]
         soft = sum(a == i.question.answer for a in answers) / len(answers)
         out.append({"rollout_answers": answers, "soft_label": soft,
                     "rollout_label": int(soft >= cfg.rollout_threshold)})
     return out
 
 
+def forced_answer(policy: LMBackend, steps: Sequence[str], docs: Sequence[tuple[str, str]] = ()) -> Prompt:
+    """The prompt on which the engine forces an answer after ``steps`` (``Engine._finish``), with
+    ``docs`` in the policy's context as RAG puts them; a function of the question, so that
+    ``read_letters`` can ask it under every rotation of the options."""
+    suffix = steps_prefix(steps, None) + "\n" + FORCE_ANSWER if steps else FORCE_ANSWER
+    return lambda q: policy.render(policy_messages(q, policy.has_chat_template, docs), suffix)
+
+
+def gold_probabilities(policy: LMBackend, states: Sequence[tuple[Question, tuple[str, ...], tuple]]) -> list[float]:
+    """For each (question, steps, documents): the permutation-averaged probability (``permavg``) of
+    the gold option's text when the policy is forced to answer there, all in one batched call."""
+    lps = read_letters(policy, [(q, forced_answer(policy, steps, docs)) for q, steps, docs in states], "permavg")
+    return [math.exp(lp[q.answer]) for (q, _, _), lp in zip(states, lps)]
+
+
+def goldprob_labels(cfg: LabelConfig, policy: LMBackend, items: list[Item],
+                    docs: list[list[tuple[str, str]]]) -> list[dict[str, Any]]:
+    """``goldprob_fields`` of every step from one ``gold_probabilities`` call over the distinct states:
+    p_{k-1} of a step is the state its predecessor was read at (and the question's empty prefix is
+    shared by its traces), so each is read once. A step that answers is its own outcome (p_k = 1 if
+    its answer is gold, else 0, documents or not): forcing an answer after it would read back the
+    letter it wrote, which the rotations then spread over the texts.
+
+    Steps that name a letter ("option B is wrong") keep their letters under rotation, so there they
+    point at another text; this adds noise to p, not a preference for any letter."""
+    state = lambda i, k, d=(): (i.question.id, i.steps[:k], d)
+    shown = [tuple((t, x[:cfg.max_doc_chars]) for t, x in d) for d in docs]
+    needed: dict[tuple, tuple] = {}
+    for i, d in zip(items, shown):
+        needed.setdefault(state(i, len(i.steps) - 1), (i.question, i.steps[:-1], ()))
+        if i.answer is None:
+            needed.setdefault(state(i, len(i.steps)), (i.question, i.steps, ()))
+            needed.setdefault(state(i, len(i.steps), d), (i.question, i.steps, d))
+    p = dict(zip(needed, gold_probabilities(policy, list(needed.values()))))
+    out = []
+    for i, d in zip(items, shown):
+        k = len(i.steps)
+        after = [float(i.answer == i.question.answer)] * 2 if i.answer else [p[state(i, k)], p[state(i, k, d)]]
+        out.append(goldprob_fields(p[state(i, k - 1)], *after))
+    return out
+
+
 def label_chunk(cfg: LabelConfig, items: list[Item], policy: LMBackend, judge: LMBackend | None,
-                retriever) -> list[dict[str, Any]]:
+                retriever, reader: LMBackend | None = None) -> list[dict[str, Any]]:
     """Label records for ``items``: documents for every step (query: the question and its last two
-    steps, as at inference), then each teacher in one batched pass."""
+    steps, as at inference), then each teacher in one batched pass. ``reader``: the policy as the
+    gold-probability reads load it (``goldprob_reader``; default the policy itself)."""
     hits = retriever.retrieve([search_query(i.question, i.steps) for i in items], cfg.docs)
     docs = [[(h.passage.title, h.passage.text) for h in hs] for hs in hits]
     teacher: dict[str, Any] = {}
@@ -191,6 +284,8 @@ def label_chunk(cfg: LabelConfig, items: list[Item], policy: LMBackend, judge: L
         teacher["judge"] = judge.name
     if "rollout" in cfg.teachers:
         teacher.update(rollout=policy.name, rollouts=cfg.rollouts)
+    if "goldprob" in cfg.teachers:
+        teacher["goldprob"] = policy.name
     records = []
     for i, d, hs in zip(items, docs, hits):
         q = i.question
@@ -204,13 +299,26 @@ def label_chunk(cfg: LabelConfig, items: list[Item], policy: LMBackend, judge: L
     if "rollout" in cfg.teachers:
         for r, f in zip(records, rollout_labels(cfg, policy, items)):
             r.update(f)
+    if "goldprob" in cfg.teachers:
+        for r, f in zip(records, goldprob_labels(cfg, reader or policy, items, docs)):
+            r.update(f)
     return records
 
 
-def _backend(model: str, backend: str, base_url: str | None, batch_size: int) -> LMBackend:
-    """Only the transformers backend batches itself; vLLM schedules its own batches, a server needs a URL."""
-    extra = {"transformers": {"batch_size": batch_size}, "openai": {"base_url": base_url}}.get(backend, {})
+def _backend(model: str, backend: str, base_url: str | None, batch_size: int, dtype: str | None = None) -> LMBackend:
+    """Only the transformers backend batches itself (and takes a dtype); vLLM schedules its own
+    batches, a server needs a URL."""
+    extra = {"transformers": {"batch_size": batch_size, "dtype": dtype}, "openai": {"base_url": base_url}}.get(backend, {})
     return load_policy(model, backend=backend, **extra)
+
+
+def goldprob_reader(cfg: LabelConfig, policy: LMBackend) -> LMBackend:
+    """The policy for the gold-probability reads: itself, or (transformers backend) the same model in
+    ``goldprob_dtype`` when it was loaded in another."""
+    loaded = getattr(getattr(policy, "model", None), "dtype", None)
+    if cfg.backend != "transformers" or not cfg.goldprob_dtype or loaded is None or str(loaded) == f"torch.{cfg.goldprob_dtype}":
+        return policy
+    return _backend(cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size, cfg.goldprob_dtype)
 
 
 # Settings that choose the questions or pace the work; a resumed run may change them, not the others.
@@ -240,7 +348,7 @@ def run_label(cfg: LabelConfig, policy: LMBackend | None = None, judge: LMBacken
         raise UserError(f"{cfg.benchmark!r} is not an evaluation set; label training questions with `pra label`")
     unknown = set(cfg.teachers) - set(TEACHERS)
     if unknown or not cfg.teachers:
-        raise UserError(f"teachers must be one or both of {', '.join(TEACHERS)}, got {cfg.teachers}")
+        raise UserError(f"teachers must be one or more of {', '.join(TEACHERS)}, got {cfg.teachers}")
     shard = parse_shard(cfg.shard) if cfg.shard else None
     load = load_benchmark if purpose == "training" else load_eval_benchmark
     questions = {q.id: q for q in load(cfg.benchmark, limit=cfg.limit, shard=shard).questions}
@@ -252,6 +360,7 @@ def run_label(cfg: LabelConfig, policy: LMBackend | None = None, judge: LMBacken
     if "judge" in cfg.teachers and judge is None:
         same = (cfg.judge, cfg.judge_backend, cfg.judge_base_url) == (cfg.policy, cfg.backend, cfg.base_url)
         judge = policy if same else _backend(cfg.judge, cfg.judge_backend, cfg.judge_base_url, cfg.batch_size)
+    reader = goldprob_reader(cfg, policy) if "goldprob" in cfg.teachers else None
     if retriever is None:
         from corpora.retrieval import load_retriever
         retriever = load_retriever(cfg.corpus, mode=cfg.retrieval)
@@ -263,7 +372,7 @@ def run_label(cfg: LabelConfig, policy: LMBackend | None = None, judge: LMBacken
         groups = list(by_question.values())
         for s in tqdm(range(0, len(groups), cfg.chunk), desc="labels"):
             chunk = [i for g in groups[s:s + cfg.chunk] for i in g]
-            for record in label_chunk(cfg, chunk, policy, judge, retriever):
+            for record in label_chunk(cfg, chunk, policy, judge, retriever, reader):
                 writer.write(record)
     ids = set(questions)
     stats = label_stats(r for r in read_records(out / "labels.jsonl") if r["question_id"] in ids)
