@@ -1,0 +1,45 @@
+"""The label-quality reference: rotated rollouts cancel a letter preference exactly, answering states
+are their own outcome, and the per-teacher report reads agreement and AUROC against the reference."""
+import pytest
+
+from pra.types import Question
+from tests.fakes import ScriptedPolicy
+from training.config import LabelConfig
+from training.label_quality import quality, reference_shares
+
+Q = Question("q1", "Which vitamin prevents scurvy?",
+             {"A": "Vitamin A", "B": "Vitamin C", "C": "Vitamin D", "D": "Vitamin K"}, "B", "train")
+
+
+def test_rotated_rollouts_score_a_letter_preference_at_chance():
+    policy = ScriptedPolicy(lambda *_: "Think about it.", force="A")    # never answers; forced: always A
+    cfg = LabelConfig(rollout_steps=1, temperature=0.7)
+    got = reference_shares(cfg, policy, [(Q, ()), (Q, ("Vitamin C.",)), (Q, ("So the answer is (B).",)),
+                                         (Q, ("So the answer is (A).",))], rollouts=16)
+    assert [g["share"] for g in got] == [0.25, 0.25, 1.0, 0.0]
+    assert [len(a["answers"]) for a in got[0]["answers"]] == [4, 4, 4, 4]     # 16 = 4 per rotation
+    assert {a["rotation"] for a in got[0]["answers"]} == {"q1", "q1@r1", "q1@r2", "q1@r3"}
+
+
+def record(step_index: int, step: str, **labels) -> dict:
+    steps = ["a", "b", "c"][:step_index - 1]
+    return {"id": f"q1/t0/s{step_index}", "question_id": "q1", "trace": 0, "step_index": step_index,
+            "options": Q.options, "gold": "B", "steps": steps, "step": step, **labels}
+
+
+def test_report_per_teacher():
+    # reference after each state: () 0.25, a 0.5, a b 0.1875, a b c 0.4, then an answering step (wrong)
+    shares = {("q1", ()): 0.25, ("q1", ("a",)): 0.5, ("q1", ("a", "b")): 0.1875, ("q1", ("a", "b", "c")): 0.4,
+              ("q1", ("a", "b", "c", "So the answer is (A).")): 0.0}
+    gold = lambda dp: {"goldprob_dp": dp, "goldprob_label": int(dp > 0)}
+    records = [record(1, "a", **gold(0.1)), record(2, "b", **gold(-0.2)), record(3, "c", **gold(0.05)),
+               record(4, "So the answer is (A).", **gold(-0.3))]
+    report = quality(records, shares)
+    every, open_steps = report["all_steps"], report["steps_without_answer"]
+    assert (every["steps"], open_steps["steps"]) == (4, 3)
+    assert every["reference"]["value_positive"] == 0.5 and every["reference"]["rise_positive"] == 0.5
+    assert every["goldprob"]["rise"] == {"agreement": 1.0, "auroc": 1.0, "auroc_ci95": [1.0, 1.0]}
+    assert every["goldprob"]["value"]["agreement"] == 1.0 and open_steps["goldprob"]["positive"] == round(2 / 3, 4)
+    assert "judge" not in every and "rollout" not in every
+    records[1] = record(2, "b", **gold(0.2))            # now it calls the falling step a rise
+    assert quality(records, shares)["all_steps"]["goldprob"]["rise"]["agreement"] == 0.75
