@@ -92,6 +92,17 @@ def test_decode_loop_matches_transformers_generate(smollm2):
         assert out[0].text == text
 
 
+def test_greedy_copies_are_counted_once(smollm2):
+    """n greedy completions of a prompt are one decode: the backend's token count (what tokens/s in
+    eval.perf.backends divides by, as vLLM counts) holds it once, each completion still says its length."""
+    q = load_eval_benchmark("medmcqa-eval", limit=1).questions[0]
+    prompt = smollm2.render(policy_messages(q, smollm2.has_chat_template), steps_prefix([], 1))
+    before = smollm2.stats.generated_tokens
+    out = smollm2.generate([prompt], SamplingParams(n=4, max_tokens=8))[0]
+    assert len(out) == 4 and len({c.text for c in out}) == 1
+    assert smollm2.stats.generated_tokens - before == out[0].tokens > 0
+
+
 def test_sliding_window_model_reuses_prefixes_beyond_its_window():
     """Gemma 3's sliding layers keep every state and take their window from a mask in true positions:
     cached equals naive for prompts longer than the window, decoding across its edge included."""

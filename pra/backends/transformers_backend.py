@@ -186,8 +186,9 @@ class TransformersBackend(LMBackend):
                 groups = [[i] for g in groups for i in g]
             row_generators = generators and [generators[g[0]] for g in groups]
             for g, ids in zip(groups, self._decode(cache, mask, logits, params, row_generators)):
-                for i in g:   # greedy copies are alike: decoded once
-                    flat[i] = self._completion(ids, params)
+                done = self._completion(ids, params)
+                for i in g:   # greedy copies are alike: decoded, and counted in stats, once
+                    flat[i] = done
         self.stats.calls += 1
         self.stats.seconds += time.perf_counter() - start
         return [flat[i * params.n:(i + 1) * params.n] for i in range(len(prompts))]
