@@ -110,7 +110,8 @@ def goldprob_fields(p_before: float, p: float, p_docs: float) -> dict[str, Any]:
 
 
 def label_stats(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """What the issue asks to report: share of positive steps, share of search labels, steps per trace."""
+    """What the issue asks to report: per teacher the share of positive steps and of search labels
+    (goldprob: also its mean rise and level), steps per trace, and how often each two teachers agree."""
     recs = list(records)
     if not recs:
         return {"steps": 0}
