@@ -50,7 +50,8 @@ def methods_by_benchmark(runs: list[Run]) -> Section:
             dropped += [f"`{r.path}` (n={len(r.records)})" for r in by_bench.get(b, []) if r is not chosen]
         rows.append(row)
     sec.body.append(table(["policy", "method", *benchmarks], rows))
-    sec.body.append("Accuracy ± standard error (n questions). A dash: that method was not run on that benchmark.")
+    sec.body.append("Accuracy ± standard error clustered by question (n records: a question under each of its "
+                    "rotations counts once per rotation). A dash: that method was not run on that benchmark.")
     if dropped:
         sec.body.append("Runs with fewer questions for the same cell, not shown: " + ", ".join(dropped) + ".")
     return sec
