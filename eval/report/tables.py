@@ -57,17 +57,22 @@ def methods_by_benchmark(runs: list[Run]) -> Section:
     return sec
 
 
+def _with_baselines(runs: list[Run]) -> list[tuple[tuple[str, str], list[Run], Run | None, Run | None]]:
+    """The runs grouped by (benchmark, policy), in order, each group with its CoT and SC baselines (the
+    largest run of each), which the paired tables compare every method with."""
+    groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    for r in runs:
+        groups[(r.benchmark, r.policy)].append(r)
+    return [(key, rs, _largest(r for r in rs if r.method == "cot"), _largest(r for r in rs if r.method == "sc"))
+            for key, rs in sorted(groups.items())]
+
+
 def against_baselines(runs: list[Run]) -> Section:
     """Table 1b: every run against CoT and against self-consistency on the same policy and benchmark,
     paired over the records both have, so that a method's gain is read with its CI."""
     sec = Section("Table 1b: each method against CoT and SC (paired)")
-    groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
-    for r in runs:
-        groups[(r.benchmark, r.policy)].append(r)
     rows = []
-    for (bench, policy), rs in sorted(groups.items()):
-        cot = _largest(r for r in rs if r.method == "cot")
-        sc = _largest(r for r in rs if r.method == "sc")
+    for (bench, policy), rs, cot, sc in _with_baselines(runs):
         if not (cot or sc):
             sec.missing.append(f"cot or sc for {policy} on {bench}: {eval_command(bench, policy, 'cot')}")
             continue
@@ -94,13 +99,8 @@ def _pra_choice(runs: list[Run]) -> Run | None:
 def backbone_swap(runs: list[Run]) -> Section:
     """Table 2: each policy with CoT, self-consistency and PRA, and PRA's gain over both."""
     sec = Section("Table 2: backbone swap (policy x CoT / SC / PRA)")
-    groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
-    for r in runs:
-        groups[(r.benchmark, r.policy)].append(r)
     rows = []
-    for (bench, policy), rs in sorted(groups.items()):
-        cot = _largest(r for r in rs if r.method == "cot")
-        sc = _largest(r for r in rs if r.method == "sc")
+    for (bench, policy), rs, cot, sc in _with_baselines(runs):
         pra = _pra_choice(rs)
         if not (cot or sc or pra):
             continue
