@@ -68,4 +68,9 @@ def steps_prefix(steps: Sequence[str], next_step: int | None) -> str:
 
 
 FORCE_ANSWER = "Therefore, the answer is ("
+
+
+def forced_answer_suffix(steps: Sequence[str]) -> str:
+    """What follows the kept steps when an answer is forced: ``FORCE_ANSWER`` on a line of its own."""
+    return "\n" + FORCE_ANSWER if steps else FORCE_ANSWER
 DIRECT_PREFIX = "The answer is ("

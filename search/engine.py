@@ -19,7 +19,7 @@ from enum import Enum
 from itertools import islice
 from typing import Iterable, Iterator, Sequence
 
-from pra.prompts import FORCE_ANSWER, policy_messages, steps_prefix
+from pra.prompts import forced_answer_suffix, policy_messages, steps_prefix
 from pra.reward_agent import Readout, ScoreRequest
 from pra.readouts import best_letter, check_readout, read_letters
 from pra.selection import stable_seed
@@ -268,7 +268,7 @@ class Engine:
         jobs = [(t, c) for t in traces for c in t.beam if c.answer is None]
         if jobs:
             force = lambda t, c: lambda q: self._policy_prompt(
-                t, c, None, "\n" + FORCE_ANSWER if c.steps else FORCE_ANSWER, question=q)
+                t, c, None, forced_answer_suffix(c.steps), question=q)
             items = [(t.question, force(t, c)) for t, c in jobs]
             for (t, c), lp in zip(jobs, read_letters(self.policy, items, self.config.readout)):
                 c.answer = best_letter(lp)

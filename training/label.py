@@ -31,7 +31,7 @@ from tqdm import tqdm
 from pra.benchmarks import EVAL_BENCHMARKS, load_benchmark, load_eval_benchmark, parse_shard
 from pra.backends import load_policy
 from pra.backends.base import LMBackend
-from pra.prompts import FORCE_ANSWER, format_documents, format_question, policy_messages, steps_prefix
+from pra.prompts import forced_answer_suffix, format_documents, format_question, policy_messages, steps_prefix
 from pra.readouts import Prompt, read_letters
 from pra.records import JsonlWriter, read_records
 from pra.steps import extract_answer
@@ -235,7 +235,7 @@ def forced_answer(policy: LMBackend, steps: Sequence[str], docs: Sequence[tuple[
     """The prompt on which the engine forces an answer after ``steps`` (``Engine._finish``), with
     ``docs`` in the policy's context as RAG puts them; a function of the question, so that
     ``read_letters`` can ask it under every rotation of the options."""
-    suffix = steps_prefix(steps, None) + "\n" + FORCE_ANSWER if steps else FORCE_ANSWER
+    suffix = steps_prefix(steps, None) + forced_answer_suffix(steps)
     return lambda q: policy.render(policy_messages(q, policy.has_chat_template, docs), suffix)
 
 
