@@ -5,7 +5,7 @@
 #   POLICY=gemma3-270m bash eval/suites/pulse.sh    # Gemma-3-270M: its own traces, labels, probes
 #
 # A probe reads the hidden states of the model that wrote the steps, so each backbone gets its own
-# traces: SmolLM2 trains on runs/labels-cpu (`pra label --recipe cpu`, 300 medmcqa-train questions);
+# traces: SmolLM2 trains on TRAIN (default runs/labels-cpu: `pra label --recipe cpu`, 300 medmcqa-train questions);
 # Gemma's training traces are labelled here (rollout teacher only, fewer questions: it runs at half
 # SmolLM2's speed). Detection steps on evaluation sets are labelled with `pra probe label`, which marks
 # them "purpose: detection": the probe never trains on them.
@@ -21,7 +21,7 @@ LABEL=${LABEL:-rollout}
 pra() { .venv/bin/pra "$@"; }
 case $POLICY in
   smollm2-135m-instruct)        # 30 blocks; default interval 15:27
-    OUT=runs/pulse; TRAIN=runs/labels-cpu/labels.jsonl; N=${N:-100}; TEACHERS=judge,rollout
+    OUT=runs/pulse; TRAIN=${TRAIN:-runs/labels-cpu/labels.jsonl}; N=${N:-100}; TEACHERS=judge,rollout
     EARLY=5:15; LATE=20:30 ;;
   gemma3-270m)                  # 18 blocks; default interval 9:16
     OUT=runs/pulse/gemma3-270m; TRAIN=$OUT/labels-train/labels.jsonl; N=${N:-50}; TEACHERS=rollout
@@ -68,15 +68,15 @@ pra probe table $OUT/detection.jsonl > $OUT/detection.md
 cat $OUT/detection.md
 [ $POLICY = smollm2-135m-instruct ] || exit 0
 
-# 5. Decoding on the first 50 medmcqa-eval: PULSE (front, step), IRCoT, and PRA beam search with PULSE
-#    deciding when to search (the shipped reward agent scores), next to CoT from the main grid.
-run() { out=$1; shift; pra eval --benchmark medmcqa-eval --policy $POLICY "$@" --limit 50 --out $OUT/$out > $OUT/$out.log 2>&1; }
+# 5. Decoding on the permuted grid's sample (200 medmcqa-eval questions, one balanced rotation each:
+#    chance exactly 1/4): PULSE (front, step), IRCoT, and PRA beam search with PULSE deciding when to
+#    search (the shipped reward agent scores), each paired with the grid's cot-balanced run.
+run() { out=$1; shift; pra eval --benchmark medmcqa-eval --policy $POLICY "$@" --sample 200 --seed 0 --permute balanced --out $OUT/$out > $OUT/$out.log 2>&1; }
 run pulse-front --method pulse-front --search pulse:$OUT/probe-main.pt
 run pulse-step --method pulse-step --search pulse:$OUT/probe-main.pt
 run ircot --method ircot
 run pra-pulse --recipe pra-cpu --search pulse:$OUT/probe-main.pt
-.venv/bin/python -m eval.summarize runs/medmcqa100/$POLICY/cot $OUT/pulse-front $OUT/pulse-step $OUT/ircot \
-  --first 50 > $OUT/decoding.md
-.venv/bin/python -m eval.summarize runs/medmcqa50/$POLICY/pra-trained-always runs/medmcqa50/$POLICY/pra-trained-never \
-  $OUT/pra-pulse --first 50 >> $OUT/decoding.md
+GRID=runs/permuted/smollm2/medmcqa
+pra compare $GRID/cot-balanced $OUT/pulse-front $OUT/pulse-step $OUT/ircot $GRID/pra-shipped-always \
+  $GRID/pra-shipped-never $OUT/pra-pulse > $OUT/decoding.md
 cat $OUT/decoding.md
