@@ -94,7 +94,7 @@ def cmd_show(args: argparse.Namespace) -> None:
 def cmd_index_build(args: argparse.Namespace) -> None:
     from corpora.index import build_index
 
-    print(f"index written to {build_index(args.corpus, args.encoder, args.kind)}")
+    print(f"index written to {build_index(args.corpus, args.encoder, args.kind, dtype=args.dtype)}")
 
 
 def cmd_retrieve(args: argparse.Namespace) -> None:
@@ -296,6 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", default="medcorp-mini")
     p.add_argument("--encoder", default="minilm-l6-v2")
     p.add_argument("--kind", default="flat", help="flat | ivf | hnsw | ivfpq")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="what passages are embedded in (bfloat16: ~3x faster on CPUs with AMX/AVX512-BF16)")
     p.set_defaults(func=cmd_index_build)
 
     p = sub.add_parser("label", help="teacher labels for every step of policy traces on training questions (resumable)")
@@ -368,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layers", help="a:b, the layer interval (default: the backbone's)")
     p.add_argument("--pooling", help="last | mean")
     p.add_argument("--parts", help="both | angle | magnitude")
-    p.add_argument("--label", help="judge | rollout: the teacher whose 'incorrect' is an error")
+    p.add_argument("--label", help="judge | rollout | goldprob: the teacher whose 'incorrect' is an error")
     p.add_argument("--pos-weight", dest="pos_weight", type=float,
                    help="BCE weight of error steps (3, the paper's, suits about a quarter of errors)")
     p.add_argument("--val-fraction", dest="val_fraction", type=float)

@@ -122,7 +122,7 @@ def _label_records(n_questions: int) -> list[dict]:
             out.append({"id": f"q{i}/t0/s{k}", "question_id": f"q{i}", "trace": 0, "step_index": k,
                         "question": f"Question {i}?", "options": {"A": "a", "B": "b"}, "gold": "A",
                         "steps": steps[:k - 1], "step": steps[k - 1], "judge_label": int(k != 2),
-                        "rollout_label": 1})
+                        "rollout_label": 1, "goldprob_label": int(k == 3)})
     return out
 
 
@@ -136,6 +136,7 @@ def test_feature_file_from_labels_resumes_and_reads_back(tiny, tmp_path):
     table = load_features(out)
     assert len(table) == 9 and table.backbone == "tiny" and table.purpose == "train"
     assert table.errors("judge").tolist() == [0, 1, 0] * 3
+    assert table.errors("goldprob").tolist() == [1, 1, 0] * 3              # a step that did not raise p(gold)
     assert table.trajectories["last"].norm.shape == (9, 5) and not np.isnan(table.nll).any()
     # labels marked for detection give features that training refuses
     (labels.parent / "label_config.json").write_text(json.dumps({"purpose": "detection"}))
@@ -159,7 +160,7 @@ def synthetic_table(n: int, seed: int, purpose: str = "train") -> StepTable:
     t = Trajectory(norm, angle, np.abs(rng.normal(1, 0.1, (n, 10))), rng.random(n) + 0.5, rng.random(n) + 1)
     qids = np.array([f"{seed}-{i // 2}" for i in range(n)])
     return StepTable(None, "synthetic", purpose, [f"s{i}" for i in range(n)], qids,
-                     {"judge": 1 - y, "rollout": 1 - y}, {"last": t, "mean": t},
+                     {"judge": 1 - y, "rollout": 1 - y, "goldprob": 1 - y}, {"last": t, "mean": t},
                      rng.random(n), rng.random(n), rng.random(n))
 
 

@@ -3,7 +3,8 @@
 arrays. Append-only and resumable; a trace is read in one forward pass for all its steps.
 
 A step's error label is 1 where the teacher judged it incorrect (``judge_label == 0``), or, with
-``label="rollout"``, where its Monte-Carlo rollouts mostly missed the gold answer.
+``label="rollout"``, where its Monte-Carlo rollouts mostly missed the gold answer, or, with
+``label="goldprob"``, where it did not raise the policy's permutation-averaged gold probability.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from pra.records import JsonlWriter, read_records
 from pra.types import Question
 from pra.errors import MissingFile, UserError
 
-LABELS = ("judge", "rollout")
+LABELS = ("judge", "rollout", "goldprob")
 PURPOSES = ("train", "detection")   # detection: labels of evaluation traces, never to train on
 
 
@@ -90,7 +91,7 @@ def write_features(backend, labels_path: str | Path, out_path: str | Path, batch
 def _record(r: dict, readout: StepReadout, backbone: str, purpose: str) -> dict[str, Any]:
     return {"id": r["id"], "question_id": r["question_id"], "trace": r.get("trace", 0),
             "step_index": r["step_index"], "purpose": purpose, "backbone": backbone,
-            "judge_label": r.get("judge_label"), "rollout_label": r.get("rollout_label"),
+            **{f"{k}_label": r.get(f"{k}_label") for k in LABELS},
             "tokens": readout.tokens, "nll": readout.nll, "max_prob": readout.max_prob, "entropy": readout.entropy,
             **{p: _trajectory_json(t) for p, t in readout.trajectories.items()}}
 
