@@ -139,11 +139,12 @@ class CachedRetriever:
 
 def load_retriever(corpus: str | Path | Corpus = "medcorp-mini", mode: str = "dense",
                    encoder: str | EncoderConfig = "minilm-l6-v2", rerank: str | Scorer | None = None, *,
-                   kind: str = "flat", candidates: int = 50, cache_size: int = 4096,
+                   kind: str | None = None, candidates: int = 50, cache_size: int = 4096,
                    device: str | None = None) -> Retriever:
     """A cached retriever: ``mode`` dense | bm25 | hybrid over a built corpus (name or folder), with
-    the dense index of ``encoder`` and ``kind``; ``rerank`` names a cross-encoder (or is a scorer) that
-    reorders ``candidates`` hits."""
+    the dense index of ``encoder`` and ``kind`` (by default the one built, flat first:
+    ``corpora.index.built_kind``); ``rerank`` names a cross-encoder (or is a scorer) that reorders
+    ``candidates`` hits."""
     if mode not in ("dense", "bm25", "hybrid"):
         raise UserError(f"unknown retrieval mode {mode!r}; one of dense, bm25, hybrid")
     corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)

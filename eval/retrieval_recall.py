@@ -32,7 +32,7 @@ def pubmedqa_questions(path: Path = BENCHMARKS["pubmedqa"][1]) -> list[tuple[str
 
 
 def evaluate(corpus: str = "medcorp-mini", modes=("bm25", "dense", "hybrid"), encoder: str = "minilm-l6-v2",
-             kind: str = "flat", ks=(5, 20), limit: int | None = None) -> list[dict]:
+             kind: str | None = None, ks=(5, 20), limit: int | None = None) -> list[dict]:
     docs = {doc_id(p.id) for p in load_corpus(corpus).passages}
     benchmarks = {"bioasq-yesno": bioasq_questions(), "pubmedqa": pubmedqa_questions()}
     rows = []
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", default="medcorp-mini")
     ap.add_argument("--encoder", default="minilm-l6-v2")
-    ap.add_argument("--kind", default="flat", help="dense index kind: flat, ivf, hnsw, ivfpq")
+    ap.add_argument("--kind", help="dense index kind: flat, ivf, hnsw, ivfpq (default: the one built, flat first)")
     ap.add_argument("--modes", nargs="+", default=["bm25", "dense", "hybrid"])
     ap.add_argument("--limit", type=int, help="questions per benchmark")
     ap.add_argument("--out", type=Path, help="also write the rows as JSON here")

@@ -7,10 +7,11 @@ import pytest
 from corpora.builders import build_corpus, load_corpus
 from corpora.encoders import Encoder, EncoderConfig
 from corpora.index import IndexMismatch, build_index, load_index
-from corpora.retrieval import (BM25Retriever, CachedRetriever, HybridRetriever, Reranked, format_hits,
-                               load_retriever)
+from corpora.retrieval import (BM25Retriever, CachedRetriever, DenseRetriever, HybridRetriever, Reranked,
+                               format_hits, load_retriever)
 from corpora.types import Hit, Passage
 from pra.benchmarks import BENCHMARKS
+from pra.errors import UserError
 
 NOTES = {
     "aspirin": "Aspirin irreversibly inhibits cyclooxygenase and so lowers thromboxane in platelets.",
@@ -69,7 +70,7 @@ def test_manifest_mismatch_names_corpus_and_encoder(tiny, tmp_path):
 def test_build_that_dies_leaves_no_index(tmp_path, monkeypatch):
     corpus = _notes_corpus(tmp_path)
 
-    def die(self, passages, progress=False):
+    def die(self, passages, progress=False, dtype="float32"):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Encoder, "encode_passages", die)
@@ -135,3 +136,26 @@ def test_shipped_index_finds_a_pubmedqa_questions_own_abstract(mode):
     runs = retriever.retrieve([row["QUESTION"] for _, row in rows], k=5)
     found = [any(h.passage.id.startswith(f"pubmedqa:{pmid}-") for h in hits) for (pmid, _), hits in zip(rows, runs)]
     assert sum(found) >= 7, found
+
+
+@pytest.mark.slow
+def test_bfloat16_passage_embedding_is_recorded_and_keeps_the_top_hit(tiny, tmp_path):
+    out = build_index(tiny, "minilm-l6-v2", "flat", out_dir=tmp_path / "bf16", dtype="bfloat16")
+    index = load_index(tiny, "minilm-l6-v2", "flat", path=out)
+    assert index.manifest.passage_dtype == "bfloat16"
+    assert load_index(tiny, "minilm-l6-v2", "flat").manifest.passage_dtype == "float32"
+    [hits] = DenseRetriever(tiny, index, Encoder("minilm-l6-v2", "cpu")).retrieve(["Which vitamin deficiency causes scurvy?"], 3)
+    assert hits[0].passage.id == "notes:scurvy#0"
+    with pytest.raises(UserError, match="dtype 'fp8'"):
+        build_index(tiny, "minilm-l6-v2", "flat", out_dir=tmp_path / "fp8", dtype="fp8")
+
+
+@pytest.mark.slow
+def test_shipped_medcorp_ivfpq_index_finds_vitamin_c_for_scurvy():
+    corpus = load_corpus("medcorp")
+    index = load_index(corpus)  # no kind asked for: the one that ships
+    assert (index.manifest.kind, index.manifest.passage_dtype, index.manifest.count) == ("ivfpq", "bfloat16", len(corpus.passages))
+    assert not (index.path / "embeddings.npy").exists()
+    [hits] = load_retriever(corpus, "dense").retrieve(["What vitamin deficiency causes scurvy?"], k=5)
+    top = hits[0].passage.text.lower()
+    assert "scurvy" in top and "vitamin c" in top, format_hits(hits)
