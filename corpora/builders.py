@@ -211,7 +211,7 @@ def load_corpus(name_or_path: str | Path) -> Corpus:
     return Corpus(path, manifest, passages)
 
 
-# ---- the embedded corpus ----
+# ---- the named corpora ----
 
 def medcorp_mini(data_dir: Path = DATA_DIR, chunking: Chunking = Chunking(), size: int = 10_000
                  ) -> tuple[list[Passage], Dedup]:
@@ -229,22 +229,55 @@ def medcorp_mini(data_dir: Path = DATA_DIR, chunking: Chunking = Chunking(), siz
     return passages, dedup
 
 
+def evaluation_answers(data_dir: Path = DATA_DIR) -> set[str]:
+    """The answer texts of the evaluation questions, normalised: the ``exp`` of MedMCQA evaluation rows,
+    PubMedQA ``LONG_ANSWER`` and the ``ideal_answer`` of BioASQ yes/no questions. Some training
+    explanations (near-duplicate questions) and gold snippets repeat one of them verbatim."""
+    bench = data_dir / "benchmarks"
+    rows = [json.loads(line) for line in (bench / "medmcqa_eval.jsonl").read_text().split("\n") if line.strip()]
+    texts = [r.get("exp") or "" for r in rows]
+    texts += [r["LONG_ANSWER"] for r in json.loads((data_dir / DEFAULT_INPUTS["pubmedqa"]).read_text()).values()]
+    for f in _files(data_dir / DEFAULT_INPUTS["bioasq"], "*.json"):
+        for q in json.loads(f.read_text())["questions"]:
+            ideal = q.get("ideal_answer") or [] if q["type"] == "yesno" else []
+            texts += ideal if isinstance(ideal, list) else [ideal]
+    return {t for t in map(normalize, texts) if t}
+
+
+def medcorp(data_dir: Path = DATA_DIR, chunking: Chunking = Chunking()) -> tuple[list[Passage], Dedup]:
+    """All of the shared data that is not an evaluation answer: every PubMedQA context, the snippets of
+    every BioASQ question (all types), every MedMCQA training explanation and every MedQuAD answer,
+    in that order, less any document whose text is an evaluation answer (``evaluation_answers``).
+    Returns the passages and their dedup filter."""
+    dedup, answers = Dedup(), evaluation_answers(data_dir)
+    docs = chain(pubmedqa_docs(data_dir / DEFAULT_INPUTS["pubmedqa"]),
+                 bioasq_docs(data_dir / DEFAULT_INPUTS["bioasq"]),
+                 medmcqa_docs(data_dir / DEFAULT_INPUTS["medmcqa"]),
+                 medquad_docs(data_dir / DEFAULT_INPUTS["medquad"]))
+    kept = (d for d in docs if normalize(d.text) not in answers)
+    return list(dedup(p for d in kept for p in chunk(d, chunking))), dedup
+
+
+NAMED: dict[str, Callable[..., tuple[list[Passage], Dedup]]] = {"medcorp-mini": medcorp_mini, "medcorp": medcorp}
+
+
 def build_corpus(name: str, out_dir: str | Path | None = None, *, kind: str | None = None,
                  inputs: Iterable[str | Path] = (), chunking: Chunking = Chunking(),
                  data_dir: Path = DATA_DIR) -> Manifest:
     """Build corpus ``name`` into ``out_dir``.
 
-    ``name`` is ``medcorp-mini`` (the embedded corpus, written into the project by default), or any
-    name together with ``kind``, one of ``SOURCES`` (defaults to ``name``), reading ``inputs`` (paths;
-    the shared data files by default where there are some). Other corpora go to the cache by default.
+    ``name`` is one of ``NAMED`` (``medcorp-mini``, ``medcorp``: the shipped corpora, written into the
+    project by default), or any name together with ``kind``, one of ``SOURCES`` (defaults to ``name``),
+    reading ``inputs`` (paths; the shared data files by default where there are some). Other corpora go
+    to the cache by default.
     """
-    if name == "medcorp-mini" and kind is None:
-        passages, dedup = medcorp_mini(data_dir, chunking)
+    if name in NAMED and kind is None:
+        passages, dedup = NAMED[name](data_dir, chunking)
         out = Path(out_dir) if out_dir else SHIPPED / name
         return write_corpus(name, passages, out, chunking, dedup)
     kind = kind or name
     if kind not in SOURCES:
-        raise UserError(f"unknown corpus kind {kind!r}; one of {sorted(SOURCES)} or medcorp-mini")
+        raise UserError(f"unknown corpus kind {kind!r}; one of {sorted(SOURCES)} or {' / '.join(NAMED)}")
     paths = [Path(p).expanduser() for p in inputs] or (
         [data_dir / DEFAULT_INPUTS[kind]] if kind in DEFAULT_INPUTS else [])
     if not paths:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from corpora.builders import (DATA_DIR, SHIPPED, bioasq_docs, build_corpus, load_corpus, medmcqa_docs,
-                              medquad_docs, medrag_docs, pubmedqa_docs, snippet_id, txt_docs)
+from corpora.builders import (DATA_DIR, SHIPPED, bioasq_docs, build_corpus, evaluation_answers, load_corpus,
+                              medmcqa_docs, medquad_docs, medrag_docs, pubmedqa_docs, snippet_id, txt_docs)
 from corpora.chunking import Chunking, Dedup, _tokenizer, chunk, chunk_text, doc_id, normalize
 from corpora.types import Passage
 
@@ -132,3 +132,65 @@ def test_shipped_medcorp_mini_manifest():
     assert corpus.path == SHIPPED / "medcorp-mini" and 8000 <= m.count <= 12000
     assert set(m.sources) == {"pubmedqa", "bioasq", "medmcqa", "medquad"}
     assert len({p.id for p in corpus.passages}) == m.count
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
+
+
+def _medcorp_slice(root: Path) -> dict:
+    """A copy of the shared data's layout holding a few real rows of each source, among them training
+    explanations and a gold snippet that repeat an evaluation answer verbatim; returns those."""
+    bench = root / "benchmarks"
+    (bench / "bioasq/T").mkdir(parents=True)
+    shutil.copy(BENCH / "medmcqa_eval.jsonl", bench)
+    eval_exps = {normalize(r["exp"]) for r in _jsonl(BENCH / "medmcqa_eval.jsonl") if r.get("exp")}
+    train = [r for r in _jsonl(BENCH / "medmcqa_train.jsonl") if r.get("exp")]
+    leaked = [r for r in train if normalize(r["exp"]) in eval_exps][:2]
+    (bench / "medmcqa_train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in leaked + train[:4]))
+    pubmedqa = dict(list(json.loads((BENCH / "pubmedqa_test_set.json").read_text()).items())[:3])
+    (bench / "pubmedqa_test_set.json").write_text(json.dumps(pubmedqa))
+    questions = [q for f in sorted((BENCH / "bioasq").rglob("*_golden.json")) for q in json.loads(f.read_text())["questions"]]
+    quoted = next(q for q in questions if q["type"] == "yesno"
+                  and {normalize(s["text"]) for s in q["snippets"]} & {normalize(a) for a in q["ideal_answer"]})
+    other = [q for q in questions if q["type"] != "yesno"][:2]
+    (bench / "bioasq/T/x_golden.json").write_text(json.dumps({"questions": [quoted] + other}))
+    medquad = root / "corpora/medquad/1_CancerGov_QA"
+    medquad.mkdir(parents=True)
+    for f in sorted((DATA_DIR / "corpora/medquad/1_CancerGov_QA").glob("*.xml"))[:2]:
+        shutil.copy(f, medquad)
+    return {"leaked": leaked, "kept": train[:4], "quoted": quoted, "pubmedqa": pubmedqa}
+
+
+@needs_data
+def test_medcorp_build_is_deterministic_and_leaves_out_evaluation_answers(tmp_path):
+    data = _medcorp_slice(tmp_path / "data")
+    m = build_corpus("medcorp", tmp_path / "a", data_dir=tmp_path / "data")
+    assert build_corpus("medcorp", tmp_path / "b", data_dir=tmp_path / "data") == m
+    assert (tmp_path / "a/passages.jsonl.gz").read_bytes() == (tmp_path / "b/passages.jsonl.gz").read_bytes()
+    assert set(m.sources) == {"pubmedqa", "bioasq", "medmcqa", "medquad"} and m.name == "medcorp"
+    passages = load_corpus(tmp_path / "a").passages
+    docs = {doc_id(p.id) for p in passages}
+    assert not {f"medmcqa:{r['id']}" for r in data["leaked"]} & docs
+    assert {f"medmcqa:{r['id']}" for r in data["kept"]} <= docs
+    ideal = {normalize(a) for a in data["quoted"]["ideal_answer"]}
+    snippets = {snippet_id(s["text"]) for s in data["quoted"]["snippets"] if normalize(s["text"]) not in ideal}
+    assert snippets <= docs and not {snippet_id(a) for a in ideal} & docs
+    assert not {normalize(p.text) for p in passages} & evaluation_answers(tmp_path / "data")
+    text = " ".join(p.text for p in passages)
+    assert all(normalize(r["LONG_ANSWER"]) not in text for r in data["pubmedqa"].values())
+
+
+@needs_data
+def test_shipped_medcorp_holds_no_evaluation_answer():
+    corpus = load_corpus("medcorp")
+    m = corpus.manifest
+    assert corpus.path == SHIPPED / "medcorp" and m.count > 50_000
+    assert set(m.sources) == {"pubmedqa", "bioasq", "medmcqa", "medquad"}
+    assert not {normalize(p.text) for p in corpus.passages} & evaluation_answers()
+    explanations = " ".join(p.text for p in corpus.passages if p.source == "medmcqa")
+    abstracts = " ".join(p.text for p in corpus.passages if p.source in ("pubmedqa", "bioasq"))
+    eval_exps = {normalize(r["exp"]) for r in _jsonl(BENCH / "medmcqa_eval.jsonl") if r.get("exp")}
+    assert not [e for e in eval_exps if len(e) >= 30 and e in explanations]
+    long_answers = [normalize(r["LONG_ANSWER"]) for r in json.loads((BENCH / "pubmedqa_test_set.json").read_text()).values()]
+    assert not [a for a in long_answers if a in abstracts]
