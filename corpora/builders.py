@@ -217,12 +217,13 @@ def medcorp_mini(data_dir: Path = DATA_DIR, chunking: Chunking = Chunking(), siz
                  ) -> tuple[list[Passage], Dedup]:
     """All PubMedQA contexts, the snippets of BioASQ yes/no questions and MedMCQA training
     explanations, then MedQuAD answers in a fixed pseudo-random order (by a hash of their ids, so
-    every site is represented) until ``size`` passages. Returns the passages and their dedup filter."""
-    dedup = Dedup()
+    every site is represented) until ``size`` passages, less any document whose text is an evaluation
+    answer (``evaluation_answers``). Returns the passages and their dedup filter."""
+    dedup, answers = Dedup(), evaluation_answers(data_dir)
     core = chain(pubmedqa_docs(data_dir / DEFAULT_INPUTS["pubmedqa"]),
                  bioasq_docs(data_dir / DEFAULT_INPUTS["bioasq"], types=("yesno",)),
                  medmcqa_docs(data_dir / DEFAULT_INPUTS["medmcqa"]))
-    passages = list(dedup(p for d in core for p in chunk(d, chunking)))
+    passages = list(dedup(p for d in core if normalize(d.text) not in answers for p in chunk(d, chunking)))
     medquad = sorted(medquad_docs(data_dir / DEFAULT_INPUTS["medquad"]),
                      key=lambda d: hashlib.sha1(d.id.encode()).digest())
     passages += islice(dedup(p for d in medquad for p in chunk(d, chunking)), max(0, size - len(passages)))

@@ -182,10 +182,11 @@ def test_medcorp_build_is_deterministic_and_leaves_out_evaluation_answers(tmp_pa
 
 
 @needs_data
-def test_shipped_medcorp_holds_no_evaluation_answer():
-    corpus = load_corpus("medcorp")
+@pytest.mark.parametrize("name,least", [("medcorp", 50_000), ("medcorp-mini", 9_000)])
+def test_shipped_corpus_holds_no_evaluation_answer(name, least):
+    corpus = load_corpus(name)
     m = corpus.manifest
-    assert corpus.path == SHIPPED / "medcorp" and m.count > 50_000
+    assert corpus.path == SHIPPED / name and m.count >= least
     assert set(m.sources) == {"pubmedqa", "bioasq", "medmcqa", "medquad"}
     assert not {normalize(p.text) for p in corpus.passages} & evaluation_answers()
     explanations = " ".join(p.text for p in corpus.passages if p.source == "medmcqa")
