@@ -219,11 +219,11 @@ def medcorp_mini(data_dir: Path = DATA_DIR, chunking: Chunking = Chunking(), siz
     explanations, then MedQuAD answers in a fixed pseudo-random order (by a hash of their ids, so
     every site is represented) until ``size`` passages, less any document whose text is an evaluation
     answer (``evaluation_answers``). Returns the passages and their dedup filter."""
-    dedup, answers = Dedup(), evaluation_answers(data_dir)
+    dedup = Dedup()
     core = chain(pubmedqa_docs(data_dir / DEFAULT_INPUTS["pubmedqa"]),
                  bioasq_docs(data_dir / DEFAULT_INPUTS["bioasq"], types=("yesno",)),
                  medmcqa_docs(data_dir / DEFAULT_INPUTS["medmcqa"]))
-    passages = list(dedup(p for d in core if normalize(d.text) not in answers for p in chunk(d, chunking)))
+    passages = list(dedup(p for d in without_answers(core, data_dir) for p in chunk(d, chunking)))
     medquad = sorted(medquad_docs(data_dir / DEFAULT_INPUTS["medquad"]),
                      key=lambda d: hashlib.sha1(d.id.encode()).digest())
     passages += islice(dedup(p for d in medquad for p in chunk(d, chunking)), max(0, size - len(passages)))
@@ -245,18 +245,23 @@ def evaluation_answers(data_dir: Path = DATA_DIR) -> set[str]:
     return {t for t in map(normalize, texts) if t}
 
 
+def without_answers(docs: Iterable[Passage], data_dir: Path = DATA_DIR) -> Iterator[Passage]:
+    """The documents whose text is not an evaluation answer (``evaluation_answers``)."""
+    answers = evaluation_answers(data_dir)
+    return (d for d in docs if normalize(d.text) not in answers)
+
+
 def medcorp(data_dir: Path = DATA_DIR, chunking: Chunking = Chunking()) -> tuple[list[Passage], Dedup]:
     """All of the shared data that is not an evaluation answer: every PubMedQA context, the snippets of
     every BioASQ question (all types), every MedMCQA training explanation and every MedQuAD answer,
     in that order, less any document whose text is an evaluation answer (``evaluation_answers``).
     Returns the passages and their dedup filter."""
-    dedup, answers = Dedup(), evaluation_answers(data_dir)
+    dedup = Dedup()
     docs = chain(pubmedqa_docs(data_dir / DEFAULT_INPUTS["pubmedqa"]),
                  bioasq_docs(data_dir / DEFAULT_INPUTS["bioasq"]),
                  medmcqa_docs(data_dir / DEFAULT_INPUTS["medmcqa"]),
                  medquad_docs(data_dir / DEFAULT_INPUTS["medquad"]))
-    kept = (d for d in docs if normalize(d.text) not in answers)
-    return list(dedup(p for d in kept for p in chunk(d, chunking))), dedup
+    return list(dedup(p for d in without_answers(docs, data_dir) for p in chunk(d, chunking))), dedup
 
 
 NAMED: dict[str, Callable[..., tuple[list[Passage], Dedup]]] = {"medcorp-mini": medcorp_mini, "medcorp": medcorp}
