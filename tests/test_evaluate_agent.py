@@ -13,7 +13,7 @@ from pra.models import AGENTS_DIR
 from pra.reward_agent import PROMPT_RECORD, Readout, ScoreRequest, load_reward_agent, render_prompt, shows_earlier_rewards
 from pra.types import Question
 from tests.test_training import write_labels
-from training.dataset import Example
+from training.dataset import Example, load_examples
 from training.evaluate_agent import (READOUTS, agent_readouts, evaluate_agent, held_out_summary, question_bootstrap,
                                      step_metrics)
 
@@ -41,12 +41,13 @@ def tiny(tmp_path_factory):
     return root
 
 
-def example(qid: str, step_index: int, reward: float, docs: bool = False) -> Example:
+def example(qid: str, step_index: int, reward: float, docs: bool = False, step: str | None = None,
+            own: bool = False) -> Example:
     q = Question(qid, "Which vitamin prevents scurvy?", {"A": "A", "B": "C"}, "B", "train")
     request = ScoreRequest(q, tuple(f"step {j}" for j in range(1, step_index)), (None,) * (step_index - 1),
-                           f"step {step_index}", (("t", "x"),) if docs else ())
+                           step or f"step {step_index}", (("t", "x"),) if docs else ())
     return Example(f"{qid}/t0/s{step_index}" + ("+docs" if docs else ""), qid, f"{qid}/t0", step_index, request,
-                   reward, 1)
+                   reward, 1, own)
 
 
 def test_intervals_resample_questions_not_steps():
@@ -81,6 +82,39 @@ def test_step_metrics_and_the_paired_gain():
     assert summary["reward_auroc_gain"] == 0.5 and summary["reward_auroc_gain_ci"] == [0.5, 0.5]
     assert summary["untrained_reward_auroc"] == 0.5 and summary["action_std"] == trained["action_std"]
     assert held_out_summary([], {"examples": 0}, {"examples": 0})["reward_auroc"] is None
+
+
+def test_subgroups_separate_prompts_whose_evidence_states_the_answer():
+    # The agent ranks perfectly where its documents hold the question's own explanation, and inversely
+    # elsewhere: overall it looks like chance, the subgroups say where it learned.
+    examples, readouts = [], []
+    for i in range(12):
+        own = i % 2 == 0
+        for s, reward in ((1, 1.0), (2, 0.0)):
+            step = "So the answer is (B)." if s == 2 else f"step {s}"
+            examples.append(example(f"q{i}", s, reward, docs=True, step=step, own=own))
+            readouts.append(Readout(reward if own else 1 - reward, 0.5))
+    untrained = step_metrics(examples, [Readout(0.5, 0.5) for _ in examples])
+    summary = held_out_summary(examples, untrained, step_metrics(examples, readouts))
+    assert summary["reward_auroc"] == 0.5
+    own = summary["subgroups"]["own_evidence"]
+    assert own["examples"] == 12 and own["reward_auroc"] == 1.0 and own["reward_auroc_gain"] == 0.5
+    assert own["reward_auroc_gain_ci"] == [0.5, 0.5]
+    assert summary["subgroups"]["with_docs"]["examples"] == 24 and "without_docs" not in summary["subgroups"]
+    # every answering step is a negative here: its AUROC is undefined, not a number
+    assert summary["subgroups"]["answering"]["reward_auroc"] is None
+    assert summary["subgroups"]["open"]["positive_share"] == 1.0
+
+
+def test_own_evidence_is_a_passage_of_the_questions_own_row(tmp_path):
+    rows = [{"id": f"q{k}/t0/s1", "question_id": f"q{k}", "trace": 0, "step_index": 1, "question": "Q?",
+             "options": {"A": "a", "B": "b"}, "gold": "A", "steps": [], "step": "s", "docs": [["t", "x"]],
+             "doc_ids": [doc], "judge_label": 1}
+            for k, doc in enumerate(["medmcqa:q0#2", "medmcqa:q10#0"])]
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    own = {e.id: e.own_evidence for e in load_examples(path, "judge", "always")}
+    assert own == {"q0/t0/s1": False, "q0/t0/s1+docs": True, "q1/t0/s1": False, "q1/t0/s1+docs": False}
 
 
 class RecordingAgent:

@@ -51,6 +51,14 @@ class Example:
     request: ScoreRequest
     reward: float         # target p("1") at slot 1: 0 or 1, or a soft label
     search: int           # target digit at slot 2
+    own_evidence: bool = False   # a passage in the prompt is the question's own source (its explanation)
+
+
+def is_own_source(doc_id: str, question_id: str) -> bool:
+    """Whether a passage was cut from the training row of ``question_id`` (ids ``source:row#chunk``,
+    e.g. ``medmcqa:<id>#0``): medcorp and medcorp-mini hold the MedMCQA training explanations, so
+    retrieval for a training question can return the text that states its answer."""
+    return doc_id.split("#")[0].split(":", 1)[-1] == question_id
 
 
 def margin_teacher(reward_label: str, records: list[dict]) -> str:
@@ -91,9 +99,10 @@ def load_examples(path: str | Path, reward_label: str = "judge", search_label: s
             variants = [False] + ([True] if search else [])
         for with_docs in variants:
             docs = tuple((t, x) for t, x in r["docs"]) if with_docs else ()
+            own = with_docs and any(is_own_source(d, r["question_id"]) for d in r.get("doc_ids", ()))
             examples.append(Example(r["id"] + ("+docs" if with_docs else ""), r["question_id"], trace, r["step_index"],
                                     ScoreRequest(q, tuple(r["steps"]), no_rewards, r["step"], docs),
-                                    float(r[key]), search))
+                                    float(r[key]), search, own))
     return examples
 
 

@@ -7,7 +7,10 @@ reads them. Per evaluation: reward AUROC and PR-AUC against the teacher's label 
 of the action readout p(s=1) (a constant readout cannot steer a threshold controller) and search
 accuracy against the search label. The steps of one question share its trace, so they are not
 independent draws: the AUROC's 95% interval comes from a bootstrap that resamples questions, and the
-trained-minus-untrained gain from the same resamples (paired).
+trained-minus-untrained gain from the same resamples (paired). The summary also gives the AUROCs per
+subgroup of the held-out prompts (``SUBGROUPS``): with and without documents, steps that answer and
+steps that do not, and prompts whose documents include the question's own explanation, where what
+the teacher rewards can be read from the prompt itself.
 """
 from __future__ import annotations
 
@@ -22,10 +25,24 @@ import numpy as np
 
 from pra.errors import UserError
 from pra.reward_agent import Readout, RewardAgent
+from pra.steps import extract_answer
 from training.dataset import Example, load_examples, split_by_question
 
 BOOTSTRAP_RESAMPLES = 1000
 READOUTS = "reward_readouts"     # an evaluation's per-example rewards, kept in log.jsonl for the paired gain
+
+
+def _answers(e: Example) -> bool:
+    return extract_answer(e.request.step, e.request.question.letters) is not None
+
+
+SUBGROUPS: dict[str, Callable[[Example], bool]] = {
+    "with_docs": lambda e: bool(e.request.docs),
+    "without_docs": lambda e: not e.request.docs,
+    "answering": _answers,
+    "open": lambda e: not _answers(e),
+    "own_evidence": lambda e: e.own_evidence,
+}
 
 
 def agent_readouts(agent: RewardAgent, examples: list[Example]) -> list[Readout]:
@@ -109,20 +126,42 @@ def validate(agent: RewardAgent, examples: list[Example]) -> dict[str, Any]:
     return step_metrics(examples, readouts)
 
 
+def auroc_comparison(examples: list[Example], before: list[float], after: list[float]) -> dict[str, Any]:
+    """Trained (``after``) against untrained (``before``) readouts of the same examples: both AUROCs
+    with their question-bootstrap intervals, and the paired gain with its interval."""
+    y = np.array([int(e.reward >= 0.5) for e in examples])
+    b, a = np.array(before), np.array(after)
+    trained, untrained = _auroc(y, a), _auroc(y, b)
+    if trained is None or untrained is None:
+        return {"examples": len(examples), "positive_share": float(y.mean()) if len(y) else None,
+                "reward_auroc": None, "untrained_reward_auroc": None, "reward_auroc_gain": None}
+
+    def paired(i: np.ndarray) -> float | None:
+        after_i, before_i = _auroc(y[i], a[i]), _auroc(y[i], b[i])
+        return None if after_i is None else after_i - before_i
+
+    return {"examples": len(examples), "positive_share": float(y.mean()),
+            "reward_auroc": trained, "reward_auroc_ci": question_bootstrap(examples, lambda i: _auroc(y[i], a[i])),
+            "untrained_reward_auroc": untrained,
+            "untrained_reward_auroc_ci": question_bootstrap(examples, lambda i: _auroc(y[i], b[i])),
+            "reward_auroc_gain": trained - untrained, "reward_auroc_gain_ci": question_bootstrap(examples, paired)}
+
+
 def held_out_summary(examples: list[Example], untrained: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]:
     """The top-level keys of ``metrics.json``: the trained agent's metrics, the untrained backbone's
-    AUROC on the same steps, and the paired gain with its question-bootstrap interval."""
+    AUROC on the same steps, the paired gain with its question-bootstrap interval, and the same
+    comparison per subgroup (``SUBGROUPS``)."""
     gain = gain_ci = None
+    subgroups: dict[str, Any] = {}
     if trained.get("reward_auroc") is not None and untrained.get("reward_auroc") is not None:
-        y = np.array([int(e.reward >= 0.5) for e in examples])
-        before, after = np.array(untrained[READOUTS]), np.array(trained[READOUTS])
-        gain = trained["reward_auroc"] - untrained["reward_auroc"]
-
-        def paired(i: np.ndarray) -> float | None:
-            a, b = _auroc(y[i], after[i]), _auroc(y[i], before[i])
-            return None if a is None else a - b
-
-        gain_ci = question_bootstrap(examples, paired)
+        before, after = untrained[READOUTS], trained[READOUTS]
+        overall = auroc_comparison(examples, before, after)
+        gain, gain_ci = overall["reward_auroc_gain"], overall["reward_auroc_gain_ci"]
+        for name, member in SUBGROUPS.items():
+            kept = [k for k, e in enumerate(examples) if member(e)]
+            if kept:
+                subgroups[name] = auroc_comparison([examples[k] for k in kept], [before[k] for k in kept],
+                                                   [after[k] for k in kept])
     return {"examples": trained.get("examples", 0), "questions": trained.get("questions", 0),
             "reward_auroc": trained.get("reward_auroc"), "reward_auroc_ci": trained.get("reward_auroc_ci"),
             "reward_pr_auc": trained.get("reward_pr_auc"),
@@ -132,7 +171,8 @@ def held_out_summary(examples: list[Example], untrained: dict[str, Any], trained
             "reward_auroc_gain": gain, "reward_auroc_gain_ci": gain_ci,
             "action_std": trained.get("action_std"), "untrained_action_std": untrained.get("action_std"),
             "search_accuracy": trained.get("search_accuracy"),
-            "untrained_search_accuracy": untrained.get("search_accuracy")}
+            "untrained_search_accuracy": untrained.get("search_accuracy"),
+            "subgroups": subgroups}
 
 
 def without_readouts(evaluation: dict[str, Any]) -> dict[str, Any]:
