@@ -76,7 +76,7 @@ run pulse-front --method pulse-front --search pulse:$OUT/probe-main.pt
 run pulse-step --method pulse-step --search pulse:$OUT/probe-main.pt
 run ircot --method ircot
 run pra-pulse --recipe pra-cpu --search pulse:$OUT/probe-main.pt
-GRID=runs/permuted/smollm2/medmcqa
+GRID=eval/results/permuted/smollm2/medmcqa
 pra compare $GRID/cot-balanced $OUT/pulse-front $OUT/pulse-step $OUT/ircot $GRID/pra-shipped-always \
   $GRID/pra-shipped-never $OUT/pra-pulse > $OUT/decoding.md
 cat $OUT/decoding.md
