@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from pra.models import DEFAULT_REWARD_AGENT
 from pra.benchmarks import DATA, BenchmarkLoad, load_eval_benchmark, parse_shard
 from pra.prompts import DIRECT_PREFIX, policy_messages
 from pra.readouts import best_letter, read_letters
@@ -60,7 +61,7 @@ class EvalConfig:
     backend: str = "transformers"     # policy backend: transformers | vllm | openai
     base_url: str | None = None       # for the openai backend
     # reward agent (pra)
-    reward_agent: str = "pra-smollm2-cpu"         # shipped name (pra/agents), adapter folder, or a backbone (untrained)
+    reward_agent: str = DEFAULT_REWARD_AGENT      # shipped name (pra/agents), adapter folder, or a backbone (untrained)
     agent_backend: str = "transformers"           # transformers | vllm | openai (then reward_agent is the served name)
     agent_base_url: str | None = None             # for agent_backend openai
     search_controller: str = "always"             # always | never | threshold:θ | sample | pulse:PATH[:θ]

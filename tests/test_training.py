@@ -207,7 +207,9 @@ def test_ship_copies_the_adapter_with_a_card_written_from_the_run(trained, label
     assert "tiny-agent" in card and (f"{auroc:.3f}" if auroc is not None else "n/a") in card
     assert f"| action readout p(s=1): std | {metrics['initial']['action_std']:.3f} | {metrics['action_std']:.3f} |" in card
     assert "earlier steps without rewards" in card
+    assert "(the default)" not in card and "Monte-Carlo rollouts" in card and "gold probability" not in card
     shipped = json.loads((folder / "metrics.json").read_text())
+    assert shipped["subgroups"] == metrics["subgroups"]
     assert shipped["final"] == metrics["final"] and shipped["untrained_reward_auroc"] == metrics["untrained_reward_auroc"]
     assert json.loads((folder / "prompt.json").read_text()) == {"earlier_rewards": False}
     assert load_reward_agent(str(folder)).backend.name == "smollm2-135m-instruct"

@@ -11,7 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
-from pra.models import AGENTS_DIR
+from pra.models import AGENTS_DIR, DEFAULT_REWARD_AGENT
 from pra.reward_agent import PROMPT_RECORD, shows_earlier_rewards
 from pra.errors import MissingFile
 
@@ -27,6 +27,34 @@ def _fmt(value) -> str:
 
 def _with_ci(value, ci) -> str:
     return _fmt(value) + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def teachers_line(label_cfg: dict) -> str:
+    """What each teacher of the labels file did (label configs before ``teachers`` existed used both the
+    judge and rollouts)."""
+    said = {
+        "judge": f"the judge `{label_cfg.get('judge')}` (the paper's teacher prompt with {label_cfg['docs']} retrieved "
+                 f"`{label_cfg['corpus']}` passages and without them; margin shift for search labels)",
+        "rollout": f"{label_cfg.get('rollouts')} Monte-Carlo rollouts per step by the policy (the share reaching the "
+                   f"gold answer)",
+        "goldprob": f"the gold probability: whether the step raises `{label_cfg['policy']}`'s permutation-averaged "
+                    f"probability of the gold option's text (read in {label_cfg.get('goldprob_dtype') or 'the policy dtype'}); "
+                    f"the same read with the step's {label_cfg['docs']} retrieved `{label_cfg['corpus']}` passages in "
+                    f"the policy's context gives the margin shift for search labels",
+    }
+    return "; ".join(said[t] for t in label_cfg.get("teachers", ["judge", "rollout"]))
+
+
+def subgroup_rows(metrics: dict) -> str:
+    """One table row per held-out subgroup (``training.evaluate_agent.SUBGROUPS``) that has an AUROC."""
+    rows = [f"| {name} | {group['examples']} | {_with_ci(group.get('untrained_reward_auroc'), group.get('untrained_reward_auroc_ci'))} | "
+            f"{_with_ci(group.get('reward_auroc'), group.get('reward_auroc_ci'))} | "
+            f"{_with_ci(group.get('reward_auroc_gain'), group.get('reward_auroc_gain_ci'))} |"
+            for name, group in metrics.get("subgroups", {}).items() if group.get("reward_auroc") is not None]
+    if not rows:
+        return ""
+    return ("\n\nBy subgroup of the held-out prompts (reward AUROC [95% CI]):\n\n"
+            "| prompts | n | untrained | trained | gain |\n|---|---|---|---|---|\n" + "\n".join(rows))
 
 
 def model_card(name: str, recipe: str, args: dict, metrics: dict, label_cfg: dict, label_stats: dict,
@@ -48,11 +76,12 @@ def model_card(name: str, recipe: str, args: dict, metrics: dict, label_cfg: dic
     judge = label_stats.get("judge_positive")
     judge_note = (f" The judge rated {judge:.0%} of steps correct, so its reasoning label carries no signal here;"
                   f" the rollout share does." if judge is not None and judge >= 0.95 else "")
+    default = " (the default)" if name == DEFAULT_REWARD_AGENT else ""
     return f"""# Reward agent `{name}`
 
 A LoRA adapter on `{args['base']}` that reads a PRA prompt (question, options, the reasoning so far,
 documents when a search happened, the last step) and answers `r,s`: the step's reward
-and whether to search. Use it with `pra eval --method pra --reward-agent {name}` (the default) and any
+and whether to search. Use it with `pra eval --method pra --reward-agent {name}`{default} and any
 policy: it never sees the policy's weights, only its text.
 
 ## Data
@@ -61,9 +90,7 @@ policy: it never sees the policy's weights, only its text.
   ({_fmt(label_stats.get('steps_per_trace'))} per trace).
 - Traces: `{label_cfg['policy']}` (greedy step-by-step CoT, at most {label_cfg['max_steps']} steps of
   {label_cfg['step_tokens']} tokens).
-- Teachers: the judge `{label_cfg['judge']}` (the paper's teacher prompt with {label_cfg['docs']} retrieved
-  `{label_cfg['corpus']}` passages and without them; margin shift for search labels) and
-  {label_cfg['rollouts']} Monte-Carlo rollouts per step by the policy (the share reaching the gold answer).
+- Teachers: {teachers_line(label_cfg)}.
 - Label statistics: {json.dumps({k: v for k, v in label_stats.items() if k not in ('questions', 'steps', 'steps_per_trace')})}.{judge_note}
 
 ## Training
@@ -86,7 +113,7 @@ trace).
 |---|---|---|
 {rows}
 
-Trained minus untrained reward AUROC (paired, same resamples): {gain}.
+Trained minus untrained reward AUROC (paired, same resamples): {gain}.{subgroup_rows(metrics)}
 
 ## Reproduce
 ```
@@ -115,7 +142,7 @@ def ship(run: Path, name: str, recipe: str) -> Path:
     if (run / PROMPT_RECORD).exists():
         shutil.copy2(run / PROMPT_RECORD, folder / PROMPT_RECORD)
     summary = ({k: metrics.get(k) for k in HELD_OUT_KEYS} | {k: metrics[k] for k in ("initial", "final")}
-               | {"train_loss": metrics["train_loss"]})
+               | {"subgroups": metrics.get("subgroups", {}), "train_loss": metrics["train_loss"]})
     (folder / "metrics.json").write_text(json.dumps(summary, indent=2))
     (folder / "label_stats.json").write_text(json.dumps(label_stats, indent=2))
     (folder / "README.md").write_text(model_card(name, recipe, args, metrics, label_cfg, label_stats,
