@@ -126,6 +126,16 @@ def validate(agent: RewardAgent, examples: list[Example]) -> dict[str, Any]:
     return step_metrics(examples, readouts)
 
 
+def _paired_gain(examples: list[Example], y: np.ndarray, before: np.ndarray, after: np.ndarray
+                 ) -> tuple[float, list[float] | None]:
+    """Trained-minus-untrained AUROC and its interval over the same question resamples."""
+    def paired(i: np.ndarray) -> float | None:
+        after_i, before_i = _auroc(y[i], after[i]), _auroc(y[i], before[i])
+        return None if after_i is None else after_i - before_i
+
+    return _auroc(y, after) - _auroc(y, before), question_bootstrap(examples, paired)
+
+
 def auroc_comparison(examples: list[Example], before: list[float], after: list[float]) -> dict[str, Any]:
     """Trained (``after``) against untrained (``before``) readouts of the same examples: both AUROCs
     with their question-bootstrap intervals, and the paired gain with its interval."""
@@ -135,28 +145,25 @@ def auroc_comparison(examples: list[Example], before: list[float], after: list[f
     if trained is None or untrained is None:
         return {"examples": len(examples), "positive_share": float(y.mean()) if len(y) else None,
                 "reward_auroc": None, "untrained_reward_auroc": None, "reward_auroc_gain": None}
-
-    def paired(i: np.ndarray) -> float | None:
-        after_i, before_i = _auroc(y[i], a[i]), _auroc(y[i], b[i])
-        return None if after_i is None else after_i - before_i
-
+    gain, gain_ci = _paired_gain(examples, y, b, a)
     return {"examples": len(examples), "positive_share": float(y.mean()),
             "reward_auroc": trained, "reward_auroc_ci": question_bootstrap(examples, lambda i: _auroc(y[i], a[i])),
             "untrained_reward_auroc": untrained,
             "untrained_reward_auroc_ci": question_bootstrap(examples, lambda i: _auroc(y[i], b[i])),
-            "reward_auroc_gain": trained - untrained, "reward_auroc_gain_ci": question_bootstrap(examples, paired)}
+            "reward_auroc_gain": gain, "reward_auroc_gain_ci": gain_ci}
 
 
 def held_out_summary(examples: list[Example], untrained: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]:
     """The top-level keys of ``metrics.json``: the trained agent's metrics, the untrained backbone's
     AUROC on the same steps, the paired gain with its question-bootstrap interval, and the same
-    comparison per subgroup (``SUBGROUPS``)."""
+    comparison per subgroup (``SUBGROUPS``). The overall AUROCs and their intervals are the
+    validations' own (``step_metrics``); only the gain is computed here."""
     gain = gain_ci = None
     subgroups: dict[str, Any] = {}
     if trained.get("reward_auroc") is not None and untrained.get("reward_auroc") is not None:
         before, after = untrained[READOUTS], trained[READOUTS]
-        overall = auroc_comparison(examples, before, after)
-        gain, gain_ci = overall["reward_auroc_gain"], overall["reward_auroc_gain_ci"]
+        y = np.array([int(e.reward >= 0.5) for e in examples])
+        gain, gain_ci = _paired_gain(examples, y, np.array(before), np.array(after))
         for name, member in SUBGROUPS.items():
             kept = [k for k, e in enumerate(examples) if member(e)]
             if kept:
