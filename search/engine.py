@@ -236,7 +236,9 @@ class Engine:
                      if need else [False] * len(jobs))
         for (t, c), r, d in zip(jobs, readouts, decisions):
             step = c.steps[-1]
-            step.reward, step.action = r.reward, r.action
+            step.reward = r.reward
+            if not step.searched:     # the action kept is the one the controller decided on, before any documents
+                step.action = r.action
             c.scored = True
             # Search once per step: only a candidate not yet given documents may ask for them.
             c.wants_search = d and not step.searched

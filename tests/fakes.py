@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 from pra.reward_agent import Readout
 from pra.backends.base import BackendStats, Completion, LMBackend, SamplingParams
@@ -47,3 +48,15 @@ class TableRewardAgent:
     def score(self, requests):
         self.requests.append(requests)
         return [Readout(self.rewards.get(r.step, 0.5), self.action) for r in requests]
+
+
+class FixedRetriever:
+    """Returns one passage, ``doc1``, for every query; remembers the queries."""
+
+    def __init__(self):
+        self.queries = []
+
+    def retrieve(self, queries, k):
+        self.queries += queries
+        passage = SimpleNamespace(id="doc1", title="T", text="evidence")
+        return [[SimpleNamespace(passage=passage, score=1.0, rank=1)] for _ in queries]

@@ -3,7 +3,9 @@ import pytest
 from pra.types import Question
 from search.aggregation import aggregate_rewards
 from search.engine import Engine, SearchConfig, Trace
-from tests.fakes import ScriptedPolicy, TableRewardAgent
+from pra.reward_agent import Readout
+from search.controllers import Threshold
+from tests.fakes import FixedRetriever, ScriptedPolicy, TableRewardAgent
 
 
 def q(i: int) -> Question:
@@ -61,6 +63,21 @@ def test_pruning_keeps_exactly_the_top_b_by_cumulative_reward():
     assert t.prediction == "B"
     # the second step was expanded only from the two survivors (s1-1 and s1-3), b=2 each
     assert len(policy.calls[1]) == 2 and all("s1-1" in p or "s1-3" in p for p in policy.calls[1])
+
+
+def test_a_searched_step_keeps_the_action_that_decided_and_the_reward_read_with_documents():
+    class DocsAwareAgent:
+        """Asks for search without documents; with them, a different reward and no wish to search."""
+        def score(self, requests):
+            return [Readout(0.8, 0.1) if r.docs else Readout(0.3, 0.9) for r in requests]
+
+    policy = ScriptedPolicy(lambda qt, step, i: "the answer is (B)")
+    engine = Engine(policy, SearchConfig(beam_width=1, branching=1), reward_agent=DocsAwareAgent(),
+                    retriever=FixedRetriever(), controller=Threshold(0.5))
+    (t,) = engine.run([Trace(q(0))])
+    (step,) = t.best.steps
+    assert step.searched and step.doc_ids == ["doc1"] and t.stats["searches"] == 1
+    assert step.action == 0.9 and step.reward == 0.8
 
 
 def test_reward_aggregations_on_exact_values():

@@ -18,7 +18,7 @@ from pra.pulse.probe import Probe, ProbeConfig, mlp, train_probe
 from pra.prompts import steps_prefix
 from search.controllers import Pulse, make_controller
 from search.engine import Engine, SearchConfig, Trace
-from tests.fakes import ScriptedPolicy, TableRewardAgent
+from tests.fakes import FixedRetriever, ScriptedPolicy, TableRewardAgent
 from tests.test_engine import q
 
 
@@ -230,16 +230,6 @@ class MarkReader:
         return out
 
 
-class Retriever:
-    def __init__(self):
-        self.queries = []
-
-    def retrieve(self, queries, k):
-        self.queries += queries
-        passage = SimpleNamespace(id="doc1", title="T", text="evidence")
-        return [[SimpleNamespace(passage=passage, score=1.0, rank=1)] for _ in queries]
-
-
 def test_pulse_controller_searches_only_for_flagged_candidates():
     # the root's three candidates: fine, wrong, and an empty step (the trace ends: nothing to read)
     policy = ScriptedPolicy(lambda qt, step, i: ["a fine claim", "a wrong claim", ""][i] if step == 1
@@ -247,7 +237,7 @@ def test_pulse_controller_searches_only_for_flagged_candidates():
     probe = SimpleNamespace(pooling="last", score=lambda t: t.angle[:, 0])
     reader = MarkReader()
     controller = Pulse(probe, reader, policy.render, chat=False, threshold=0.5)
-    retriever = Retriever()
+    retriever = FixedRetriever()
     engine = Engine(policy, SearchConfig(beam_width=3, branching=1, max_steps=2),
                     reward_agent=TableRewardAgent({}), retriever=retriever, controller=controller)
     (t,) = engine.run([Trace(q(0))])
@@ -318,6 +308,6 @@ def test_detection_labels_are_explicit_and_marked(tmp_path):
         run_label(LabelConfig(benchmark="medmcqa-train", out=str(tmp_path)), purpose="detection")
     policy = ScriptedPolicy(lambda qt, step, i: "a fact" if step == 1 else "the answer is (A)")
     cfg = LabelConfig(benchmark="medmcqa-eval", limit=2, out=str(tmp_path / "d"), teachers=["judge"])
-    stats = run_label(cfg, policy=policy, judge=policy, retriever=Retriever(), purpose="detection")
+    stats = run_label(cfg, policy=policy, judge=policy, retriever=FixedRetriever(), purpose="detection")
     assert stats["steps"] == 4 and stats["questions"] == 2
     assert labels_purpose(tmp_path / "d" / "labels.jsonl") == "detection"
