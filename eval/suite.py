@@ -71,9 +71,14 @@ class LoadedParts:
 def claim(out: Path) -> Iterator[bool]:
     """Whether this process holds ``out`` for the duration: an advisory lock on ``out/.worker``, which
     the system drops when its holder exits, however it exits. Several workers on one machine thus share
-    a suite, each taking the next run nobody holds (across machines, give each a ``--shard``)."""
+    a suite, each taking the next run nobody holds (across machines, give each a ``--shard``). A run
+    that a ``pra eval --out`` started by hand is writing (it holds ``out/.lock``) is not free either."""
     with exclusive(out / ".worker") as holder:
-        yield holder is None
+        free = holder is None
+        if free:
+            with exclusive(out / ".lock") as writer:
+                free = writer is None
+        yield free
 
 
 def run_suite(name: str, shard: str | None = None) -> list[dict[str, Any]]:
@@ -84,7 +89,7 @@ def run_suite(name: str, shard: str | None = None) -> list[dict[str, Any]]:
         cfg = replace(cfg, shard=shard or cfg.shard)
         with claim(Path(cfg.out)) as mine:
             if not mine:
-                print(f"[{i}/{len(configs)}] {cfg.out}: another worker runs it, next", flush=True)
+                print(f"[{i}/{len(configs)}] {cfg.out}: another process runs it, next", flush=True)
                 continue
             print(f"[{i}/{len(configs)}] {cfg.method} {cfg.benchmark} {cfg.policy} -> {cfg.out}", flush=True)
             p = loaded.parts(cfg)

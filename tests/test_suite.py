@@ -90,3 +90,24 @@ with claim(Path({str(out)!r})) as mine:
         holder.wait()
     with claim(out) as mine:        # killed, not cleaned up: the lock went with the process
         assert mine
+
+
+def test_a_run_that_a_hand_started_eval_writes_is_skipped(tmp_path):
+    out = tmp_path / "run"
+    writer = subprocess.Popen([sys.executable, "-c", f"""
+import time
+from pathlib import Path
+from eval.run_folder import open_run_folder
+with open_run_folder(Path({str(out)!r}), {{"method": "cot"}}):
+    print("writing", flush=True)
+    time.sleep(30)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+        with claim(out) as mine:
+            assert not mine
+    finally:
+        writer.kill()
+        writer.wait()
+    with claim(out) as mine:
+        assert mine
