@@ -24,6 +24,7 @@ from pra.benchmarks import load_eval_benchmark
 from eval.report.runs import load_run
 from eval.rescore import prefix_rewards
 from pra.errors import UserError
+from pra.selection import by_record_id
 
 MODES = ("swap", "drop", "flip_number", "wrong_fact", "wrong_first", "wrong_last", "shuffle")
 NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
@@ -170,7 +171,7 @@ def run_injection(run: Path, agent, first: int | None = None, seed: int = 0) -> 
     traces = [r for r in saved.records if r["correct"] and len(texts(r)) >= 2][:first]
     if not traces:
         raise UserError(f"{run / 'records.jsonl'}: no correct trace with at least two steps")
-    questions = {q.id: q for q in load_eval_benchmark(saved.benchmark).questions}
+    questions = by_record_id(load_eval_benchmark(saved.benchmark).questions)
     started = time.perf_counter()
     cases, skipped = [], Counter()
     for i, r in enumerate(traces):

@@ -30,6 +30,7 @@ from pra.records import JsonlWriter, read_records
 from pra.steps import extract_answer
 from pra.types import Message, Question
 from pra.errors import UserError
+from pra.selection import by_record_id
 
 DIGITS = [str(d) for d in range(10)]
 JUDGE_SYSTEM = "You are a medical expert who grades students' reasoning strictly."
@@ -204,7 +205,7 @@ def score_run(run: Path, judge: LMBackend, out: Path, first: int | None = None,
         for key in ("steps", "prediction", "gold"):
             if key not in r:
                 raise UserError(f"{run / 'records.jsonl'}: record {i}: field {key!r} missing")
-    questions = {q.id: q for q in load_eval_benchmark(run_config["benchmark"]).questions}
+    questions = by_record_id(load_eval_benchmark(run_config["benchmark"]).questions)
     unknown = [r["id"] for r in records if r["id"] not in questions]
     if unknown:
         raise UserError(f"{run / 'records.jsonl'}: question {unknown[0]!r} is not in {run_config['benchmark']!r}")

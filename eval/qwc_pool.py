@@ -16,6 +16,7 @@ from eval.quality import JudgedTrace, QualityConfig, QualityJudge, check_resume,
 from pra.backends.base import LMBackend
 from pra.records import JsonlWriter, read_records
 from pra.errors import UserError
+from pra.selection import by_record_id
 
 
 def build_pool(traces: Path, judge: LMBackend, out: Path, benchmark: str = "medmcqa-train",
@@ -24,7 +25,7 @@ def build_pool(traces: Path, judge: LMBackend, out: Path, benchmark: str = "medm
     number written now."""
     if benchmark in EVAL_BENCHMARKS:
         raise UserError(f"{benchmark!r} is an evaluation set; a qwc pool is made of training questions")
-    questions = {q.id: q for q in load_benchmark(benchmark).questions}
+    questions = by_record_id(load_benchmark(benchmark).questions)
     records = list(read_records(traces))[:first]
     items = []
     for i, r in enumerate(records, 1):

@@ -19,6 +19,7 @@ from pra.records import JsonlWriter, read_records
 from pra.reward_agent import ScoreRequest, load_reward_agent
 from pra.types import Question
 from pra.errors import UserError
+from pra.selection import by_record_id
 
 CHUNK = 8     # records scored per batch: what a stop loses at most
 
@@ -66,7 +67,7 @@ def rescore(run: Path, out: Path, reward_agent: str) -> int:
     if missing:
         raise UserError(f"{run / 'records.jsonl'}: record {missing[0]!r} has no `samples` (made before "
                          f"pra eval kept every sampled trace, or by a method without samples)")
-    questions = {q.id: q for q in load_eval_benchmark(config["benchmark"], limit=config.get("limit")).questions}
+    questions = by_record_id(load_eval_benchmark(config["benchmark"], limit=config.get("limit")).questions)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps({**config, "out": str(out), "rescored_by": reward_agent,
                                                  "rescored_from": str(run)}, indent=2))

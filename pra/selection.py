@@ -62,6 +62,12 @@ def split_id(record_id: str) -> tuple[str, int]:
     return (base, int(r)) if mark and r.isdigit() else (str(record_id), 0)
 
 
+def by_record_id(questions: Sequence[Question]) -> dict[str, Question]:
+    """Every question under every rotation of its options, keyed by the id a run's record carries for it
+    (``ID`` or ``ID@rR``): what a tool reading saved records looks a record's question up in."""
+    return {q.id: q for q in permuted(questions, "cyclic", 0)}
+
+
 def permuted(questions: Sequence[Question], permute: str, seed: int) -> list[Question]:
     """The questions as a run asks them (see the module docstring); ``balanced`` assigns the gold letters
     round-robin over a seeded shuffle, so every letter is gold equally often (up to one)."""

@@ -162,3 +162,19 @@ def test_injection_command_skips_modes_a_trace_cannot_take(tmp_path):
                      extra=[{"steps": [{"text": "x"}, {"text": "y"}]}])
     with pytest.raises(ValueError, match="empty/records.jsonl: no correct trace with at least two steps"):
         run_injection(empty, WrongAnswerAgent())
+
+
+def test_injection_reads_a_permuted_run_with_each_record_under_its_rotation(tmp_path):
+    from eval.inject import run_injection
+    from pra.benchmarks import load_eval_benchmark
+    from pra.selection import rotate
+    from tests.test_report import make_run
+
+    q = rotate(next(q for q in load_eval_benchmark("medqa").questions if q.id == "medqa-0"), 1)
+    steps = [{"text": "Plaques suggest psoriasis."}, {"text": f"The answer is ({q.answer})."}]
+    run = make_run(tmp_path, "run", "cot", [True], benchmark="medqa", ids=["medqa-0@r1"], extra=[{"steps": steps}])
+    agent = WrongAnswerAgent()
+    result = run_injection(run, agent)
+    assert result["traces"] == 1 and {c["id"] for c in result["cases"]} == {"medqa-0@r1"}
+    assert agent.requests and all(r.question == q for r in agent.requests)     # asked as the run asked it
+    assert result["modes"]["wrong_last"]["share"] == 1.0

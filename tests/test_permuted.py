@@ -165,3 +165,12 @@ def test_the_standard_error_counts_a_questions_rotations_once():
     assert clustered_stderr(single) == pytest.approx(math.sqrt(0.5 * 0.5 / 10))
     rotated = [rec(f"q{i}{'' if r == 0 else f'@r{r}'}", i % 2 == 0) for i in range(10) for r in range(4)]
     assert clustered_stderr(rotated) == pytest.approx(math.sqrt(0.5 * 0.5 / 10))   # 40 records, 10 questions
+
+
+def test_by_record_id_finds_each_record_under_its_rotation():
+    from pra.selection import by_record_id, rotate
+
+    q = Question("q1", "text", {"A": "a", "B": "b", "C": "c", "D": "d"}, "B", "t")
+    index = by_record_id([q])
+    assert index["q1"] == q and index["q1@r1"] == rotate(q, 1) and len(index) == 4
+    assert index["q1@r1"].options["A"] == "b" and index["q1@r1"].answer == "A"

@@ -11,6 +11,7 @@ from typing import Any
 
 from eval.report.runs import load_run
 from pra.errors import UserError
+from pra.selection import by_record_id
 
 
 @dataclass
@@ -95,7 +96,7 @@ def _questions(config: dict[str, Any], where: Path) -> dict[str, Any]:
     from pra.benchmarks import load_benchmark
 
     try:
-        return {q.id: q for q in load_benchmark(config["benchmark"], skip_bad=True).questions}
+        return by_record_id(load_benchmark(config["benchmark"], skip_bad=True).questions)
     except (OSError, ValueError) as err:
         raise UserError(f"{where}: benchmark {config['benchmark']!r} cannot be read for the question texts ({err})") from None
 
