@@ -6,9 +6,14 @@ bootstrap 95% CI (questions are resampled with all their rotations, since the ro
 question are not independent draws), and the exact McNemar p-value on the discordant records (b: A
 right and B wrong, c: the reverse; two-sided binomial test of b against Bin(b + c, 1/2)). A difference
 whose CI covers 0 is no gain.
+
+An error-injection result (``python -m eval.inject ... --out FILE.json``) compares the same way: each
+injected case is a record, right when the agent rated the injected step below the original, so two
+agents' files give the paired difference in the share of errors they catch (cases resampled by question).
 """
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -72,13 +77,15 @@ def paired_ci(correct_a: Sequence[bool], correct_b: Sequence[bool], groups: Sequ
 def compare_records(a: Iterable[dict[str, Any]], b: Iterable[dict[str, Any]], name_a: str = "A",
                     name_b: str = "B", seed: int = 0) -> Comparison:
     """The paired comparison of two runs' records (the last record of an id counts, as in summaries)."""
+    a, b = list(a), list(b)
     by_a = {str(r["id"]): bool(r["correct"]) for r in a}
     by_b = {str(r["id"]): bool(r["correct"]) for r in b}
+    group = {str(r["id"]): r.get("group") or split_id(r["id"])[0] for r in a}
     ids = [i for i in by_a if i in by_b]
     if not ids:
         raise UserError(f"{name_a} and {name_b} share no records (ids name question and rotation)")
     ca, cb = [by_a[i] for i in ids], [by_b[i] for i in ids]
-    groups = [split_id(i)[0] for i in ids]
+    groups = [group[i] for i in ids]
     low, high = paired_ci(ca, cb, groups, seed)
     a_only = sum(x and not y for x, y in zip(ca, cb))
     b_only = sum(y and not x for x, y in zip(ca, cb))
@@ -87,7 +94,21 @@ def compare_records(a: Iterable[dict[str, Any]], b: Iterable[dict[str, Any]], na
                       a_only, b_only, mcnemar_exact(a_only, b_only))
 
 
+def injection_records(path: Path) -> list[dict[str, Any]]:
+    """An error-injection result's cases as records: id (question, rotation, mode), its question as the
+    bootstrap group, correct when the injected error was caught."""
+    try:
+        cases = json.loads(path.read_text())["cases"]
+        return [{"id": f"{c['id']}:{c['mode']}", "group": split_id(c["id"])[0], "correct": bool(c["detected"])}
+                for c in cases]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise UserError(f"{path}: not an error-injection result with `cases` of id, mode, detected ({err!r})") from None
+
+
 def run_records(run: Path) -> list[dict[str, Any]]:
+    """A run folder's records, or an error-injection result file's cases."""
+    if Path(run).suffix == ".json" and Path(run).is_file():
+        return injection_records(Path(run))
     path = Path(run) / "records.jsonl"
     if not path.is_file():
         raise MissingFile(f"{path}: no records (is {run} a run folder?)")

@@ -405,7 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("compare", help="paired accuracy differences of runs on the same (question, rotation) records")
-    p.add_argument("runs", nargs="+", type=Path, help="run folders; every pair is compared")
+    p.add_argument("runs", nargs="+", type=Path,
+                   help="run folders, or error-injection results (FILE.json); every pair is compared")
     p.add_argument("--seed", type=int, default=0, help="of the bootstrap")
     p.set_defaults(func=cmd_compare)
 

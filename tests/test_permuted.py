@@ -174,3 +174,18 @@ def test_by_record_id_finds_each_record_under_its_rotation():
     index = by_record_id([q])
     assert index["q1"] == q and index["q1@r1"] == rotate(q, 1) and len(index) == 4
     assert index["q1@r1"].options["A"] == "b" and index["q1@r1"].answer == "A"
+
+
+def test_compare_pairs_two_agents_error_injection_results(tmp_path, capsys):
+    cases = lambda hits: {"cases": [{"id": i, "mode": m, "detected": h} for (i, m), h in
+                                    zip([("q1@r1", "swap"), ("q1@r1", "drop"), ("q1@r2", "swap"), ("q2", "swap")], hits)]}
+    a, b, bad = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "bad.json"
+    a.write_text(json.dumps(cases([False, False, True, False])))
+    b.write_text(json.dumps(cases([True, True, True, False])))
+    bad.write_text(json.dumps({"cases": [{"id": "q1"}]}))
+    main(["compare", str(a), str(b)])
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert "| 4 (2) | 0.250 | 0.750 | +0.500" in row and "| 0 / 2 |" in row     # two questions, four cases
+    with pytest.raises(SystemExit):
+        main(["compare", str(a), str(bad)])
+    assert "bad.json: not an error-injection result" in capsys.readouterr().err
