@@ -24,6 +24,7 @@ from pra.benchmarks import load_eval_benchmark
 from eval.report.runs import load_run
 from eval.rescore import prefix_rewards
 from pra.errors import UserError
+from pra.models import DEFAULT_REWARD_AGENT
 from pra.selection import by_record_id
 
 MODES = ("swap", "drop", "flip_number", "wrong_fact", "wrong_first", "wrong_last", "shuffle")
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path, help="a pra eval output folder (config.json, records.jsonl)")
-    ap.add_argument("--reward-agent", default="pra-smollm2-cpu", help="shipped agent, adapter folder or backbone")
+    ap.add_argument("--reward-agent", default=DEFAULT_REWARD_AGENT, help="shipped agent, adapter folder or backbone")
     ap.add_argument("--out", type=Path, required=True, help="JSON file for the result")
     ap.add_argument("--first", type=int, help="only the first N qualifying traces")
     ap.add_argument("--seed", type=int, default=0)

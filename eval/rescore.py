@@ -19,6 +19,7 @@ from pra.records import JsonlWriter, read_records
 from pra.reward_agent import ScoreRequest, load_reward_agent
 from pra.types import Question
 from pra.errors import UserError
+from pra.models import DEFAULT_REWARD_AGENT
 from pra.selection import by_record_id
 
 CHUNK = 8     # records scored per batch: what a stop loses at most
@@ -86,7 +87,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path, help="a pra eval output folder whose records keep `samples`")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--reward-agent", default="pra-smollm2-cpu")
+    ap.add_argument("--reward-agent", default=DEFAULT_REWARD_AGENT)
     a = ap.parse_args()
     print(f"{rescore(a.run, a.out, a.reward_agent)} records rescored into {a.out / 'records.jsonl'}")
 

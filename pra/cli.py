@@ -10,6 +10,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from pra.errors import UserError
+from pra.models import DEFAULT_REWARD_AGENT
 
 
 def _table(title: str, row: dict, columns: dict[str, str]) -> None:
@@ -239,7 +240,7 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent-backend", dest="agent_backend", help="reward agent backend: transformers | vllm | openai")
     p.add_argument("--agent-base-url", dest="agent_base_url", help="OpenAI-compatible server for --agent-backend openai")
     p.add_argument("--reward-agent", dest="reward_agent",
-                   help="shipped agent (default pra-smollm2-cpu), adapter folder, or backbone name (untrained)")
+                   help=f"shipped agent (default {DEFAULT_REWARD_AGENT}), adapter folder, or backbone name (untrained)")
     p.add_argument("--search", dest="search_controller",
                    help="always | never | threshold:θ | sample | rsus[:θ] | pulse:PROBE[:θ] (pra, pulse-front, pulse-step)")
     p.add_argument("--beam-width", dest="beam_width", type=int, help="B: traces kept per question")

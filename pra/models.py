@@ -166,7 +166,7 @@ def model_problem(name: str, flag: str) -> str | None:
 
 
 AGENTS_DIR = Path(__file__).parent / "agents"
-DEFAULT_REWARD_AGENT = "pra-smollm2-cpu"     # the shipped agent `pra eval` reads unless told otherwise
+DEFAULT_REWARD_AGENT = "pra-smollm2-goldprob"     # the shipped agent `pra eval` reads unless told otherwise
 
 
 def resolve_reward_agent(name_or_path: str) -> tuple[str, str | None]:

@@ -24,7 +24,7 @@ runs:
 """))
     a, b = configs
     assert (a.method, a.benchmark, a.limit, a.search.max_steps) == ("cot", "medqa", 7, 2)
-    assert (b.method, b.reward_agent, b.search_controller) == ("pra", "pra-smollm2-cpu", "threshold:0.3")
+    assert (b.method, b.reward_agent, b.search_controller) == ("pra", "pra-smollm2-goldprob", "threshold:0.3")
     assert (b.search.beam_width, b.search.branching, b.search.max_steps, b.benchmark) == (2, 4, 2, "medqa")
 
 

@@ -11,6 +11,7 @@ from eval.quality import CRITERIA
 from eval.report.markdown import Section, mean_se, table
 from pra.records import read_records
 from pra.errors import MissingFile, UserError
+from pra.models import DEFAULT_REWARD_AGENT
 
 LINE_FIELDS = ("run", "method", "judge", "composite", "criteria")
 SCORES = (*CRITERIA, "answer")
@@ -78,7 +79,7 @@ def injection_section(paths: list[Path]) -> Section:
     column per result (e.g. the trained agent and its untrained backbone on the same traces)."""
     sec = Section("Error-injection sensitivity of the reward agent")
     if not paths:
-        sec.missing.append("an injection result: `python -m eval.inject RUN_DIR --reward-agent pra-smollm2-cpu "
+        sec.missing.append(f"an injection result: `python -m eval.inject RUN_DIR --reward-agent {DEFAULT_REWARD_AGENT} "
                            "--out runs/quality/inject.json`, then `pra report ... --injection runs/quality/inject.json`")
         return sec
     results = [_injection_result(p) for p in paths]

@@ -9,6 +9,7 @@ from eval.compare import compare_records
 from eval.report.markdown import Section, accuracy, eval_command, table
 from eval.report.posthoc import AGGREGATES, has_outcome, has_samples, posthoc_accuracy
 from eval.report.runs import Run
+from pra.models import DEFAULT_REWARD_AGENT
 
 
 def _cell(run: Run) -> str:
@@ -145,7 +146,7 @@ def agent_by_search(runs: list[Run]) -> Section:
                     row.append(f"{_cell(run)} ({run.reward_agent}, {run.controller})")
                 else:
                     row.append("—")
-                    agent = "pra-smollm2-cpu" if trained else "smollm2-135m-instruct"
+                    agent = DEFAULT_REWARD_AGENT if trained else "smollm2-135m-instruct"
                     how = "always" if search else "never"
                     sec.missing.append(f"{'trained' if trained else 'untrained'} agent, search {how}, {policy} on {bench}: "
                                        + eval_command(bench, policy, "pra", f"--recipe pra-cpu --reward-agent {agent} "
