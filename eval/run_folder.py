@@ -1,5 +1,6 @@
 """A run folder knows what it holds. Every record carries the fingerprint of the settings that made it
-(a hash of the config without the fields that only say where or how fast: ``NO_EFFECT``), so a folder
+(a hash of the config without the fields that only say where or how fast, ``NO_EFFECT``, and without
+the fields its method never reads, ``READ_BY``), so a folder
 cannot mix two configurations: a rerun with other settings is refused, naming the fields that differ,
 unless ``force_new`` sets the old files aside; ``pra merge`` and ``pra report`` check the records' own
 fingerprints. One process writes a folder at a time (``pra.folder_lock``)."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -21,14 +23,24 @@ from pra.records import read_records
 # many at once, and the throughput knobs. Every other config field, present or future, is in the fingerprint.
 NO_EFFECT = frozenset({"out", "shard", "limit", "max_active", "skip_bad", "batch_size", "base_url", "agent_base_url",
                        "fingerprint", "show"})
+PULSE = ("pulse-front", "pulse-step", "ircot")
+# Fields only some methods read: for the other methods they are not part of the fingerprint, so that a new
+# default (another default reward agent, say) leaves every CoT or direct run resumable.
+READ_BY = {"reward_agent": {"pra"}, "agent_backend": {"pra"}, "search_controller": {"pra", "pulse-front", "pulse-step"},
+           "samples": {"sc", "rag-sc"}, "corpus": {"rag", "rag-sc", "pra", *PULSE},
+           "retrieval": {"rag", "rag-sc", "pra"}, "rag_docs": {"rag", "rag-sc", *PULSE},
+           "qwc_pool": {"qwc"}, "qwc_k": {"qwc"}}
 FILES = ("records.jsonl", "config.json", "summary.json")
 
 
-def settings(config: dict[str, Any]) -> dict[str, Any]:
-    """The config as flat ``field`` / ``search.field`` names, without the fields in ``NO_EFFECT``."""
+def settings(config: dict[str, Any], every_field: bool = False) -> dict[str, Any]:
+    """The config as flat ``field`` / ``search.field`` names, without the fields in ``NO_EFFECT`` and,
+    unless ``every_field`` (the fingerprints of folders written before ``READ_BY``), those its method
+    does not read."""
     flat: dict[str, Any] = {}
+    method = config.get("method")
     for key, value in config.items():
-        if key in NO_EFFECT:
+        if key in NO_EFFECT or (not every_field and key in READ_BY and method not in READ_BY[key]):
             continue
         if isinstance(value, dict):
             flat.update({f"{key}.{k}": v for k, v in value.items()})
@@ -37,8 +49,8 @@ def settings(config: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def fingerprint(config: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(settings(config), sort_keys=True).encode()).hexdigest()[:16]
+def fingerprint(config: dict[str, Any], every_field: bool = False) -> str:
+    return hashlib.sha256(json.dumps(settings(config, every_field), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def differences(old: dict[str, Any], new: dict[str, Any], only_old_fields: bool = False) -> list[str]:
@@ -79,9 +91,21 @@ def _refusal(old: dict[str, Any] | None, new: dict[str, Any], records_fp: str | 
     if old is None or (records_fp is not None and records_fp != old.get("fingerprint")):
         return f"its records were made with other settings (fingerprint {records_fp}, this run's is {fingerprint(new)})"
     changed = differences(old, new, only_old_fields=records_fp is None)
-    if records_fp is not None and not changed:
+    if records_fp is not None and not changed and records_fp != fingerprint(old, every_field=True):
         changed = [f"fingerprint ({records_fp!r} -> {fingerprint(new)!r})"]
     return f"its settings differ in {', '.join(changed)}" if changed else None
+
+
+def _restamp(path: Path, records: list[dict[str, Any]], fp: str) -> None:
+    """Give a folder written before ``READ_BY`` this scheme's fingerprint (same settings, records kept):
+    the whole file is rewritten beside it and then moved over it, so a crash leaves the old one."""
+    tmp = path.with_suffix(".restamp")
+    with open(tmp, "w") as fh:
+        for r in records:
+            fh.write(json.dumps({**r, "fingerprint": fp}, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def _set_aside(out: Path) -> None:
@@ -110,6 +134,8 @@ def open_run_folder(out: Path, config: dict[str, Any], force_new: bool = False) 
                                 "or --force-new to set its records aside")
             if why:
                 _set_aside(out)
+            elif records_fp not in (None, fingerprint(config)):
+                _restamp(out / "records.jsonl", records, fingerprint(config))
         fp = fingerprint(config)
         (out / "config.json").write_text(json.dumps({**config, "fingerprint": fp}, indent=2))
         yield fp

@@ -34,6 +34,34 @@ def test_fingerprint_covers_settings_not_places():
     assert differences(a, b) == ["policy ('p' -> 'q')", "search.beam_width (1 -> 2)"]
 
 
+def test_fingerprint_leaves_out_what_the_method_never_reads():
+    cot = {"method": "cot", "policy": "p", "reward_agent": "a", "corpus": "c", "samples": 4, "search": {}}
+    assert fingerprint(cot) == fingerprint({**cot, "reward_agent": "b", "corpus": "d", "samples": 8})
+    assert differences(cot, {**cot, "reward_agent": "b"}) == []
+    pra = {**cot, "method": "pra"}
+    assert fingerprint(pra) != fingerprint({**pra, "reward_agent": "b"})
+    assert fingerprint(pra) == fingerprint({**pra, "samples": 8})
+    assert fingerprint({**cot, "method": "sc"}) != fingerprint({**cot, "method": "sc", "samples": 8})
+
+
+def test_a_folder_fingerprinted_with_every_field_resumes_after_a_new_default_agent(smollm2, tmp_path):
+    """Folders written before fingerprints left out unread fields: a CoT run made when another agent was
+    the default resumes, its records restamped and kept, and takes no new setting it would read."""
+    out = tmp_path / "run"
+    run_eval(direct(out), policy=smollm2)
+    config = json.loads((out / "config.json").read_text())
+    legacy = fingerprint({**config, "reward_agent": "an-earlier-default"}, every_field=True)
+    (out / "config.json").write_text(json.dumps({**config, "reward_agent": "an-earlier-default", "fingerprint": legacy}))
+    records = [{**r, "fingerprint": legacy} for r in read_records(out / "records.jsonl")]
+    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = run_eval(direct(out, limit=3), policy=smollm2)
+    after = list(read_records(out / "records.jsonl"))
+    assert summary["n"] == 3 and [r["id"] for r in after[:2]] == [r["id"] for r in records]
+    assert {r["fingerprint"] for r in after} == {summary["fingerprint"]} != {legacy}
+    with pytest.raises(UserError, match=r"differ in policy"):      # a setting it reads is still refused
+        run_eval(replace(direct(out), policy="gemma3-270m"))
+
+
 def test_rerun_with_other_settings_is_refused_and_force_new_sets_aside(smollm2, tmp_path):
     out = tmp_path / "run"
     first = run_eval(direct(out), policy=smollm2)
