@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ def save_plot(fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> None
     """Label a report plot and save it beside the report."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(textwrap.fill(title, 60, break_on_hyphens=False), fontsize=9)      # long run names wrap rather than leave the figure
     ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -135,16 +136,21 @@ def theta_of(run: Run) -> float | None:
     return float(arg or 0.5) if name == "threshold" else None
 
 
+def aggregation_of(run: Run) -> str:
+    return (run.config.get("search") or {}).get("reward_aggregation", "sum")
+
+
 def tradeoff_figure(runs: list[Run], out: Path) -> Section:
-    """Figure 3: searches per question against accuracy over θ_dep, Pareto frontier marked; other
-    controllers (always, never, sample, probes) as single points."""
+    """Figure 3: searches per question against accuracy (± s.e.) over θ_dep, Pareto frontier marked;
+    other controllers (always, never, sample, probes) as single points. One figure per benchmark,
+    policy, agent and reward aggregation: only the controller varies along a curve."""
     sec = Section("Figure 3: search-accuracy trade-off over θ_dep")
-    groups: dict[tuple[str, str, str], list[Run]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, str], list[Run]] = defaultdict(list)
     for r in runs:
         if r.method == "pra":
-            groups[(r.benchmark, r.policy, r.reward_agent)].append(r)
+            groups[(r.benchmark, r.policy, r.reward_agent, aggregation_of(r))].append(r)
     rows = []
-    for (bench, policy, agent), rs in sorted(groups.items()):
+    for (bench, policy, agent, how), rs in sorted(groups.items()):
         thresholds = sorted((r for r in rs if theta_of(r) is not None), key=theta_of)
         others = [r for r in rs if theta_of(r) is None]
         if len(thresholds) < 2:
@@ -156,23 +162,27 @@ def tradeoff_figure(runs: list[Run], out: Path) -> Section:
         front = set(pareto(pts))
         fig, ax = plt.subplots(figsize=(5, 3.5))
         if thresholds:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", color=palette.SEARCHED.color, label="threshold:θ")
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[r.summary["stderr"] for r in thresholds],
+                        fmt="o", capsize=3, color=palette.SEARCHED.color, label="threshold:θ")
             for r, (s, a) in zip(thresholds, pts):
                 ax.annotate(f"θ={theta_of(r):g}", (s, a), fontsize=7, xytext=(3, 3), textcoords="offset points")
             fp = sorted(pts[i] for i in front)
-            ax.plot([p[0] for p in fp], [p[1] for p in fp], "-", color="tab:red", label="Pareto frontier")
+            if len(fp) > 1:
+                ax.plot([p[0] for p in fp], [p[1] for p in fp], "-", color="tab:red", label="Pareto frontier")
         for r in others:
             s = r.summary
             never = {"color": palette.NOT_SEARCHED.color} if r.controller == "never" else {}
-            ax.plot([s["searches_per_question"]], [s["accuracy"]], "^", label=f"search {r.controller}", **never)
-        _finish(fig, ax, palette.SEARCHES, f"{policy} on {bench}, agent {agent}",
-                out / f"fig3-{_slug(bench, policy, agent)}.png", sec)
+            ax.errorbar([s["searches_per_question"]], [s["accuracy"]], yerr=[s["stderr"]], fmt="^", capsize=3,
+                        label=f"search {r.controller}", **never)
+        suffix = () if how == "sum" else (f"{how}-of-rewards",)
+        title = f"{policy} on {bench}, agent {agent}" + ("" if how == "sum" else f", traces ranked by {how} reward")
+        _finish(fig, ax, palette.SEARCHES, title, out / f"fig3-{_slug(bench, policy, agent, *suffix)}.png", sec)
         for i, r in enumerate(thresholds + others):
             s = r.summary
-            rows.append([bench, policy, agent, r.controller, f"{s['searches_per_question']:.2f}",
+            rows.append([bench, policy, agent, how, r.controller, f"{s['searches_per_question']:.2f}",
                          accuracy(s["accuracy"], s["stderr"], s["n"]), "yes" if i in front else ""])
     if not groups:
         sec.missing.append("no pra runs")
         return sec
-    sec.body.append(table(["benchmark", "policy", "agent", "search", "searches / q", "accuracy", "Pareto"], rows))
+    sec.body.append(table(["benchmark", "policy", "agent", "ranking", "search", "searches / q", "accuracy", "Pareto"], rows))
     return sec
