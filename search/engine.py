@@ -237,7 +237,9 @@ class Engine:
         for (t, c), r, d in zip(jobs, readouts, decisions):
             step = c.steps[-1]
             step.reward = r.reward
-            if not step.searched:     # the action kept is the one the controller decided on, before any documents
+            # The action kept is the first read: the one a reading controller decided on, before documents
+            # (always / never decide without reading; their steps keep the readout with what they got).
+            if step.action is None:
                 step.action = r.action
             c.scored = True
             # Search once per step: only a candidate not yet given documents may ask for them.
