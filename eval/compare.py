@@ -107,9 +107,10 @@ def injection_records(path: Path) -> list[dict[str, Any]]:
 
 def run_records(run: Path) -> list[dict[str, Any]]:
     """A run folder's records, or an error-injection result file's cases."""
-    if Path(run).suffix == ".json" and Path(run).is_file():
-        return injection_records(Path(run))
-    path = Path(run) / "records.jsonl"
+    run = Path(run)
+    if run.suffix == ".json" and run.is_file():
+        return injection_records(run)
+    path = run / "records.jsonl"
     if not path.is_file():
         raise MissingFile(f"{path}: no records (is {run} a run folder?)")
     return list(read_records(path))

@@ -86,13 +86,14 @@ def _read_config(out: Path) -> dict[str, Any] | None:
 def _refusal(old: dict[str, Any] | None, new: dict[str, Any], records_fp: str | None) -> str | None:
     """Why a folder whose records carry ``records_fp`` (None: written before fingerprints) and whose
     config.json is ``old`` cannot take records made with ``new``; None if it can."""
-    if records_fp == fingerprint(new):
+    fp = fingerprint(new)
+    if records_fp == fp:
         return None
     if old is None or (records_fp is not None and records_fp != old.get("fingerprint")):
-        return f"its records were made with other settings (fingerprint {records_fp}, this run's is {fingerprint(new)})"
+        return f"its records were made with other settings (fingerprint {records_fp}, this run's is {fp})"
     changed = differences(old, new, only_old_fields=records_fp is None)
     if records_fp is not None and not changed and records_fp != fingerprint(old, every_field=True):
-        changed = [f"fingerprint ({records_fp!r} -> {fingerprint(new)!r})"]
+        changed = [f"fingerprint ({records_fp!r} -> {fp!r})"]
     return f"its settings differ in {', '.join(changed)}" if changed else None
 
 
@@ -126,6 +127,7 @@ def open_run_folder(out: Path, config: dict[str, Any], force_new: bool = False) 
                             "wait for it to finish or use another --out")
         records = list(read_records(out / "records.jsonl"))
         check_records(out / "records.jsonl", records)
+        fp = fingerprint(config)
         if records:
             records_fp = next((r["fingerprint"] for r in records if r.get("fingerprint")), None)
             why = _refusal(_read_config(out), config, records_fp)
@@ -134,8 +136,7 @@ def open_run_folder(out: Path, config: dict[str, Any], force_new: bool = False) 
                                 "or --force-new to set its records aside")
             if why:
                 _set_aside(out)
-            elif records_fp not in (None, fingerprint(config)):
-                _restamp(out / "records.jsonl", records, fingerprint(config))
-        fp = fingerprint(config)
+            elif records_fp not in (None, fp):
+                _restamp(out / "records.jsonl", records, fp)
         (out / "config.json").write_text(json.dumps({**config, "fingerprint": fp}, indent=2))
         yield fp

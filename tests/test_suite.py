@@ -2,6 +2,8 @@
 import json
 import subprocess
 import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -71,43 +73,45 @@ runs:
     assert run_suite(path)[1]["n"] == 2         # a second call resumes: nothing new to run
 
 
+@contextmanager
+def held_elsewhere(code: str, ready: str) -> Iterator[None]:
+    """For the block, a child process runs ``code``, which prints ``ready`` once it holds the folder."""
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == ready
+        yield
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_a_run_held_by_another_worker_is_skipped_and_free_again_when_it_exits(tmp_path):
     out = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", f"""
+    with held_elsewhere(f"""
 import time
 from pathlib import Path
 from eval.suite import claim
 with claim(Path({str(out)!r})) as mine:
     print(mine, flush=True)
     time.sleep(30)
-"""], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "True"
+""", "True"):
         with claim(out) as mine:
             assert not mine
-    finally:
-        holder.kill()
-        holder.wait()
     with claim(out) as mine:        # killed, not cleaned up: the lock went with the process
         assert mine
 
 
 def test_a_run_that_a_hand_started_eval_writes_is_skipped(tmp_path):
     out = tmp_path / "run"
-    writer = subprocess.Popen([sys.executable, "-c", f"""
+    with held_elsewhere(f"""
 import time
 from pathlib import Path
 from eval.run_folder import open_run_folder
 with open_run_folder(Path({str(out)!r}), {{"method": "cot"}}):
     print("writing", flush=True)
     time.sleep(30)
-"""], stdout=subprocess.PIPE, text=True)
-    try:
-        assert writer.stdout.readline().strip() == "writing"
+""", "writing"):
         with claim(out) as mine:
             assert not mine
-    finally:
-        writer.kill()
-        writer.wait()
     with claim(out) as mine:
         assert mine
