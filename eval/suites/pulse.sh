@@ -13,16 +13,23 @@
 # Label: the issue's error is a step the teacher judged incorrect (LABEL=judge). SmolLM2 as judge
 # judges no step incorrect (0 of the first 296 steps of runs/labels-cpu), so the CPU tables use the
 # rollout teacher (a step whose 4 rollouts mostly miss the gold answer); LABEL=judge with a real judge.
+# LABEL=goldprob: a step that did not raise SmolLM2's permutation-averaged gold probability, trained on
+# the default agent's labels (runs/labels-goldprob: `pra label --recipe cpu-goldprob`); its held-out
+# steps are labelled by the same teacher, and the run stops after the detection table.
 set -eu
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1
 POLICY=${POLICY:-smollm2-135m-instruct}
 LABEL=${LABEL:-rollout}
+RECIPE=cpu
 pra() { .venv/bin/pra "$@"; }
 case $POLICY in
   smollm2-135m-instruct)        # 30 blocks; default interval 15:27
     OUT=runs/pulse; TRAIN=${TRAIN:-runs/labels-cpu/labels.jsonl}; N=${N:-100}; TEACHERS=judge,rollout
-    EARLY=5:15; LATE=20:30 ;;
+    EARLY=5:15; LATE=20:30
+    if [ $LABEL = goldprob ]; then
+      OUT=runs/pulse/goldprob; TRAIN=runs/labels-goldprob/labels.jsonl; TEACHERS=goldprob; RECIPE=cpu-goldprob
+    fi ;;
   gemma3-270m)                  # 18 blocks; default interval 9:16
     OUT=runs/pulse/gemma3-270m; TRAIN=$OUT/labels-train/labels.jsonl; N=${N:-50}; TEACHERS=rollout
     EARLY=3:9; LATE=12:18
@@ -36,7 +43,7 @@ mkdir -p $OUT
 # 1. Held-out steps: the policy's traces and labels on evaluation sets, in distribution (medmcqa-eval)
 #    and out of it (mmlu-med), ~2-5 s per step.
 for B in medmcqa-eval mmlu-med; do
-  pra probe label --recipe cpu --policy $POLICY --teachers $TEACHERS --benchmark $B --limit $N \
+  pra probe label --recipe $RECIPE --policy $POLICY --teachers $TEACHERS --benchmark $B --limit $N \
     --out $OUT/labels-$B > $OUT/label-$B.log 2>&1
 done
 
@@ -66,7 +73,7 @@ for name in angle magnitude early late mean; do
 done
 pra probe table $OUT/detection.jsonl > $OUT/detection.md
 cat $OUT/detection.md
-[ $POLICY = smollm2-135m-instruct ] || exit 0
+[ $POLICY = smollm2-135m-instruct ] && [ $LABEL != goldprob ] || exit 0
 
 # 5. Decoding on the permuted grid's sample (200 medmcqa-eval questions, one balanced rotation each:
 #    chance exactly 1/4): PULSE (front, step), IRCoT, and PRA beam search with PULSE deciding when to
@@ -77,6 +84,6 @@ run pulse-step --method pulse-step --search pulse:$OUT/probe-main.pt
 run ircot --method ircot
 run pra-pulse --recipe pra-cpu --search pulse:$OUT/probe-main.pt
 GRID=eval/results/permuted/smollm2/medmcqa
-pra compare $GRID/cot-balanced $OUT/pulse-front $OUT/pulse-step $OUT/ircot $GRID/pra-shipped-always \
-  $GRID/pra-shipped-never $OUT/pra-pulse > $OUT/decoding.md
+pra compare $GRID/cot-balanced $OUT/pulse-front $OUT/pulse-step $OUT/ircot $GRID/pra-goldprob-always \
+  $GRID/pra-goldprob-never $OUT/pra-pulse > $OUT/decoding.md
 cat $OUT/decoding.md
