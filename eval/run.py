@@ -23,7 +23,7 @@ from pra.benchmarks import DATA, BenchmarkLoad, load_eval_benchmark, parse_shard
 from pra.prompts import DIRECT_PREFIX, policy_messages
 from pra.readouts import best_letter, read_letters
 from pra.records import JsonlWriter, read_records
-from pra.selection import questions_asked, split_id
+from pra.selection import asking_order, questions_asked, split_id
 from eval.checks import check_eval_config
 from eval.letters import clustered_stderr, letter_stats
 from eval.prompt_fit import overlong
@@ -342,7 +342,7 @@ def _run_questions(cfg: EvalConfig, load: BenchmarkLoad, parts: Parts, fingerpri
     the benchmark's size, for "n of N")."""
     out = Path(cfg.out)
     writer = JsonlWriter(out / "records.jsonl", stamp={"fingerprint": fingerprint})
-    todo = [q for q in load.questions if q.id not in writer.done]
+    todo = asking_order([q for q in load.questions if q.id not in writer.done], cfg.seed)
     bar = tqdm(total=len(load.questions), initial=len(load.questions) - len(todo), desc=f"{cfg.method} {cfg.benchmark}")
     if todo:
         parts = parts.complete(cfg)

@@ -88,6 +88,17 @@ def permuted(questions: Sequence[Question], permute: str, seed: int) -> list[Que
     return out
 
 
+def asking_order(questions: Sequence[Question], seed: int) -> list[Question]:
+    """The order a run works through ``questions``: the questions in a seeded shuffle, each with its
+    rotations together. Benchmark files can be sorted (PubMedQA's test file lists its 276 "yes" questions
+    first), so a run interrupted in file order holds a biased part of its sample; in this order an
+    interrupted run holds a random part. Which questions are asked, and their shards, do not change."""
+    def key(q: Question) -> tuple[int, str, int]:
+        base, rotation = split_id(q.id)
+        return stable_seed(seed, "order", base), base, rotation
+    return sorted(questions, key=key)
+
+
 def questions_asked(questions: Sequence[Question], *, limit: int | None = None, sample: int | None = None,
                     seed: int = 0, shard: tuple[int, int] | None = None, permute: str = "none") -> list[Question]:
     """What a run asks: the first ``limit`` or a seeded ``sample`` (or all), each under the rotations

@@ -13,7 +13,7 @@ from pra.benchmarks import load_eval_benchmark
 from pra.cli import main
 from pra.prompts import policy_messages
 from pra.readouts import best_letter, read_letters
-from pra.selection import permuted, questions_asked, rotate, sample_questions, split_id
+from pra.selection import asking_order, permuted, questions_asked, rotate, sample_questions, split_id
 from pra.types import Question
 from search.engine import Engine, SearchConfig, Trace
 from tests.fakes import ScriptedPolicy
@@ -51,6 +51,20 @@ def test_cyclic_asks_every_rotation_and_balanced_makes_gold_letters_uniform():
     assert Counter(q.answer for q in balanced) == Counter("ABCD" * 50)
     assert all(b.options[b.answer] == q.options[q.answer] for b, q in zip(balanced, qs))
     assert [q.id for q in permuted(qs, "balanced", 0)] == [q.id for q in balanced]
+
+
+def test_a_run_asks_in_a_seeded_order_so_an_interrupted_run_holds_a_random_part():
+    """PubMedQA's test file lists its "yes" questions first: in file order the first 46 of a 100-question
+    sample are all "yes", so a run stopped there would hold only those."""
+    asked = questions_asked(load_eval_benchmark("pubmedqa").questions, sample=100, seed=0, permute="cyclic")
+    text = lambda q: q.options[q.answer]
+    assert {text(q) for q in asked[:90]} == {"yes"}
+    order = asking_order(asked, seed=0)
+    assert sorted(q.id for q in order) == sorted(q.id for q in asked)
+    assert Counter(text(q) for q in order[:90])["yes"] < 75
+    assert all(split_id(a.id)[0] == split_id(b.id)[0] for a, b in zip(order[::3], order[1::3]))
+    assert [q.id for q in asking_order(list(reversed(asked)), 0)] == [q.id for q in order]
+    assert [q.id for q in asking_order(asked, 1)] != [q.id for q in order]
 
 
 class LetterLover(ScriptedPolicy):
