@@ -305,7 +305,13 @@ def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None
              controller=None, force_new: bool = False) -> dict[str, Any]:
     """Run (or resume) one evaluation; returns the summary also written to ``out/summary.json``.
     ``force_new``: records made with other settings are set aside rather than refused (``eval.run_folder``)."""
-    brought = {"policy": policy, "reward_agent": reward_agent, "retriever": retriever}
+    return run_with_parts(cfg, Parts(policy, reward_agent, retriever, controller), force_new)
+
+
+def run_with_parts(cfg: EvalConfig, parts: Parts, force_new: bool = False) -> dict[str, Any]:
+    """``run_eval`` on parts the caller keeps: what the run has to load (only if questions are left) is
+    loaded into ``parts``, so that a suite hands it to the next run."""
+    brought = {"policy": parts.policy, "reward_agent": parts.reward_agent, "retriever": parts.retriever}
     check_eval_config(cfg, loaded=[name for name, part in brought.items() if part is not None])
     shard = parse_shard(cfg.shard) if cfg.shard else None
     load = load_eval_benchmark(cfg.benchmark, skip_bad=cfg.skip_bad)
@@ -317,7 +323,7 @@ def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None
     if not load.questions:
         raise UserError(f"{load.path}: no questions to evaluate" + (f" in shard {cfg.shard}" if cfg.shard else ""))
     with open_run_folder(Path(cfg.out), asdict(cfg), force_new) as fp:
-        return _run_questions(cfg, load, Parts(policy, reward_agent, retriever, controller), fp, total)
+        return _run_questions(cfg, load, parts, fp, total)
 
 
 def _skip_overlong(cfg: EvalConfig, parts: Parts, todo: list[Question], context: dict[str, tuple],
@@ -345,7 +351,7 @@ def _run_questions(cfg: EvalConfig, load: BenchmarkLoad, parts: Parts, fingerpri
     todo = asking_order([q for q in load.questions if q.id not in writer.done], cfg.seed)
     bar = tqdm(total=len(load.questions), initial=len(load.questions) - len(todo), desc=f"{cfg.method} {cfg.benchmark}")
     if todo:
-        parts = parts.complete(cfg)
+        parts.complete(cfg)
         context, examples = _rag_context(cfg, parts, todo), _qwc_examples(cfg, todo)
         todo = _skip_overlong(cfg, parts, todo, context, examples, writer, bar)
     if todo:

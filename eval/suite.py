@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from eval.checks import check_eval_config
-from eval.run import PULSE_METHODS, EvalConfig, Parts, eval_config, run_eval, yaml_file
+from eval.run import PULSE_METHODS, EvalConfig, Parts, eval_config, run_with_parts, yaml_file
 from pra.config_files import read_yaml
 from pra.errors import UserError
 from pra.folder_lock import exclusive
@@ -51,20 +51,28 @@ def load_suite(name: str) -> list[EvalConfig]:
 
 
 class LoadedParts:
-    """Models, agents and retrievers kept across a suite's runs, keyed by what loads them."""
+    """The policy, agent and retriever the suite's last runs loaded, handed to the next run that names the
+    same ones. One of each is kept: a run that names another lets the old one go before it loads its own,
+    so a long suite holds no more than one run needs, and a finished run loads nothing."""
 
     def __init__(self) -> None:
-        self.cache: dict[tuple, Any] = {}
+        self.kept: dict[str, tuple[tuple, Any]] = {}
+
+    @staticmethod
+    def keys(cfg: EvalConfig) -> dict[str, tuple]:
+        return {"policy": (cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size),
+                "reward_agent": (cfg.reward_agent, cfg.agent_backend, cfg.agent_base_url, cfg.batch_size),
+                "retriever": (cfg.corpus, "bm25" if cfg.method in PULSE_METHODS else cfg.retrieval)}
 
     def parts(self, cfg: EvalConfig) -> Parts:
-        keys = {"policy": ("policy", cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size),
-                "reward_agent": ("agent", cfg.reward_agent, cfg.agent_backend, cfg.agent_base_url, cfg.batch_size),
-                "retriever": ("retriever", cfg.corpus, "bm25" if cfg.method in PULSE_METHODS else cfg.retrieval)}
-        parts = Parts(**{name: self.cache.get(key) for name, key in keys.items()}).complete(cfg)
-        for name, key in keys.items():
+        keys = self.keys(cfg)
+        self.kept = {name: (key, part) for name, (key, part) in self.kept.items() if key == keys[name]}
+        return Parts(**{name: part for name, (_, part) in self.kept.items()})
+
+    def keep(self, cfg: EvalConfig, parts: Parts) -> None:
+        for name, key in self.keys(cfg).items():
             if getattr(parts, name) is not None:
-                self.cache[key] = getattr(parts, name)
-        return parts
+                self.kept[name] = (key, getattr(parts, name))
 
 
 @contextmanager
@@ -92,7 +100,7 @@ def run_suite(name: str, shard: str | None = None) -> list[dict[str, Any]]:
                 print(f"[{i}/{len(configs)}] {cfg.out}: another process runs it, next", flush=True)
                 continue
             print(f"[{i}/{len(configs)}] {cfg.method} {cfg.benchmark} {cfg.policy} -> {cfg.out}", flush=True)
-            p = loaded.parts(cfg)
-            summaries.append(run_eval(cfg, policy=p.policy, reward_agent=p.reward_agent, retriever=p.retriever,
-                                      controller=p.controller))
+            parts = loaded.parts(cfg)
+            summaries.append(run_with_parts(cfg, parts))
+            loaded.keep(cfg, parts)
     return summaries

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pytest
 
-from eval.run import eval_config
+from eval.run import EvalConfig, eval_config
 from eval.suite import LoadedParts, claim, load_suite, run_suite
 
 
@@ -56,21 +56,34 @@ runs:
   - {{out: {tmp_path / 'medmcqa'}, benchmark: medmcqa-eval}}
   - {{out: {tmp_path / 'medqa'}, benchmark: medqa}}
 """)
+    import pra.backends
     loads = []
-    original = LoadedParts.parts
+    original = pra.backends.load_policy
 
-    def counting(self, cfg):
-        parts = original(self, cfg)
-        loads.append(id(parts.policy))
-        return parts
+    def counting(name, **kwargs):
+        loads.append(name)
+        return original(name, **kwargs)
 
-    monkeypatch.setattr(LoadedParts, "parts", counting)
+    monkeypatch.setattr(pra.backends, "load_policy", counting)
     summaries = run_suite(path)
-    assert [s["benchmark"] for s in summaries] == ["medmcqa-eval", "medqa"] and len(set(loads)) == 1
+    assert [s["benchmark"] for s in summaries] == ["medmcqa-eval", "medqa"] and loads == ["smollm2-135m-instruct"]
     for name in ("medmcqa", "medqa"):
         records = [json.loads(line) for line in open(tmp_path / name / "records.jsonl")]
         assert len(records) == 2 and all(r["prediction"] in "ABCD" for r in records)
-    assert run_suite(path)[1]["n"] == 2         # a second call resumes: nothing new to run
+    assert run_suite(path)[1]["n"] == 2         # a second call resumes: nothing new to run,
+    assert len(loads) == 1                      # and nothing loaded for it
+
+
+def test_a_suite_keeps_one_policy_agent_and_retriever_at_a_time():
+    loaded = LoadedParts()
+    smollm2, gemma = EvalConfig(policy="smollm2-135m-instruct"), EvalConfig(policy="gemma3-270m")
+    parts = loaded.parts(smollm2)
+    assert parts.policy is None
+    parts.policy, parts.retriever = "a policy", "a retriever"
+    loaded.keep(smollm2, parts)
+    assert loaded.parts(smollm2).policy == "a policy"
+    assert loaded.parts(gemma).policy is None and loaded.parts(gemma).retriever == "a retriever"
+    assert loaded.parts(smollm2).policy is None     # let go when gemma's run came: not two policies at once
 
 
 @contextmanager
