@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from typing import Any, Iterable
 
 from pra.selection import split_id
+from pra.types import Question
 
 
 def letter_stats(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -26,6 +27,20 @@ def letter_stats(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return stats
 
 
+def constant_text_stats(records: Iterable[dict[str, Any]], questions: Iterable[Question]) -> dict[str, Any]:
+    """The best constant answer *text*, where every question offers the same option texts (PubMedQA's
+    yes/no/maybe, BioASQ's yes/no): rotating the options makes a letter preference score exactly 1/n,
+    but not a preference for "yes" (59% of a PubMedQA sample's gold answers)."""
+    by_id = {q.id: q for q in questions}
+    if len({frozenset(q.options.values()) for q in by_id.values()}) != 1:
+        return {}
+    gold = Counter(by_id[r["id"]].options[by_id[r["id"]].answer] for r in records if r["id"] in by_id)
+    if not gold:
+        return {}
+    best = max(sorted(gold), key=gold.__getitem__)
+    return {"constant_text": best, "constant_text_accuracy": gold[best] / sum(gold.values())}
+
+
 def describe(summary: dict[str, Any]) -> str:
     """The lines a summary prints below its accuracy: n of N, the letters, the constant-letter baseline."""
     hist = lambda h: " ".join(f"{k} {v}" for k, v in h.items())
@@ -34,6 +49,9 @@ def describe(summary: dict[str, Any]) -> str:
              f"options {summary.get('permute', 'none')}",
              f"gold letters: {hist(summary['gold_letters'])}; predicted: {hist(summary['predicted_letters'])}",
              f"best constant letter: {summary['constant_letter']} scores {summary['constant_letter_accuracy']:.3f}"]
+    if "constant_text" in summary:
+        lines.append(f"best constant answer: {summary['constant_text']!r} scores {summary['constant_text_accuracy']:.3f} "
+                     "(every question has the same options)")
     if "circular_accuracy" in summary:
         lines.append(f"mean accuracy over rotations {summary['accuracy']:.3f}; strict circular accuracy "
                      f"(right under every rotation) {summary['circular_accuracy']:.3f}")

@@ -25,7 +25,7 @@ from pra.readouts import best_letter, read_letters
 from pra.records import JsonlWriter, read_records
 from pra.selection import asking_order, questions_asked, split_id
 from eval.checks import check_eval_config
-from eval.letters import clustered_stderr, letter_stats
+from eval.letters import clustered_stderr, constant_text_stats, letter_stats
 from eval.prompt_fit import overlong
 from eval.run_folder import open_run_folder
 from pra.types import Question, ScoredTrace
@@ -375,6 +375,7 @@ def _run_questions(cfg: EvalConfig, load: BenchmarkLoad, parts: Parts, fingerpri
                "permute": cfg.permute, **({"sample": cfg.sample, "seed": cfg.seed} if cfg.sample else {}),
                **({"reward_agent": cfg.reward_agent, "search": cfg.search_controller} if cfg.method == "pra" else {}),
                **({"search": cfg.search_controller} if cfg.method in ("pulse-front", "pulse-step") else {}),
-               "skipped_bad_rows": load.skipped, "fingerprint": fingerprint, **summarize(records)}
+               "skipped_bad_rows": load.skipped, "fingerprint": fingerprint, **summarize(records),
+               **constant_text_stats(records, load.questions)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from eval.compare import compare_records, mcnemar_exact
-from eval.letters import clustered_stderr, letter_stats
+from eval.letters import clustered_stderr, constant_text_stats, describe, letter_stats
 from eval.run import EvalConfig
 from pra.benchmarks import load_eval_benchmark
 from pra.cli import main
@@ -172,6 +172,19 @@ def test_permuted_direct_runs_and_compare_as_a_user_runs_them(tmp_path, capsys):
     main(["compare", str(tmp_path / "argmax"), str(tmp_path / "calibrate")])
     table = capsys.readouterr().out
     assert "| 12 (3) |" in table and "McNemar" in table
+
+
+def test_a_summary_names_the_best_constant_answer_text_where_options_are_shared():
+    """Under cyclic rotations "always B" scores 1/3 on PubMedQA, "always yes" its share of gold answers."""
+    qs = questions_asked(load_eval_benchmark("pubmedqa").questions, sample=100, seed=0, permute="cyclic")
+    records = [{"id": q.id, "gold": q.answer, "prediction": "B", "correct": q.answer == "B"} for q in qs]
+    assert letter_stats(records)["constant_letter_accuracy"] == pytest.approx(1 / 3)
+    stats = constant_text_stats(records, qs)
+    assert stats["constant_text"] == "yes" and stats["constant_text_accuracy"] == pytest.approx(177 / 300)
+    assert "'yes' scores 0.590" in describe({"n": 300, "questions": 100, "of": 500, "gold_letters": {},
+                                             "predicted_letters": {}, "constant_letter": "A",
+                                             "constant_letter_accuracy": 1 / 3, **stats})
+    assert constant_text_stats(records, questions_asked(medmcqa(), sample=20, seed=0)) == {}
 
 
 def test_the_standard_error_counts_a_questions_rotations_once():
