@@ -61,6 +61,19 @@ def test_table1_methods_by_benchmark(tmp_path):
     assert "cot-a-small` (n=1)" in text                   # the smaller run for the same cell is named
 
 
+def test_runs_that_rank_traces_differently_are_told_apart(tmp_path):
+    """A PRA run ranked by the mean step reward is its own row, and never stands for the paper's sum,
+    whichever order the folders come in (it did: 'always-mean/' sorts before 'always/')."""
+    mean = make_run(tmp_path, "pra-always-mean", "pra", [False, False], reward_agent="runs/agent",
+                    search={"beam_width": 2, "branching": 2, "reward_aggregation": "mean"})
+    paper = make_run(tmp_path, "pra-always", "pra", [True, True], reward_agent="runs/agent")
+    runs = [load_run(mean), load_run(paper)]
+    text = methods_by_benchmark(runs).render()
+    assert "| p | pra (trained runs/agent, B=2 b=2, search always) | 1.000 ± 0.000 (n=2) |" in text
+    assert "| p | pra (trained runs/agent, B=2 b=2, search always, ranked by mean reward) | 0.000 ± 0.000 (n=2) |" in text
+    assert "1.000 ± 0.000 (n=2) (runs/agent, always)" in agent_by_search(runs).render()
+
+
 def test_table2_paired_deltas_and_missing_runs(tmp_path):
     make_run(tmp_path, "cot", "cot", [True, False, False])
     make_run(tmp_path, "pra", "pra", [True, True, False])

@@ -81,7 +81,7 @@ def samples_figure(runs: list[Run], out: Path) -> Section:
     rows = []
     for (bench, policy), rs in sorted(groups.items()):
         sc = [r for r in rs if r.method in ("sc", "rag-sc")]
-        pra = [r for r in rs if r.method == "pra" and r.controller == "always"]   # the paper's setting
+        pra = [r for r in rs if r.method == "pra" and r.controller == "always" and r.aggregation == "sum"]  # the paper's
         if not sc:
             sec.missing.append(f"sc for {policy} on {bench}: {eval_command(bench, policy, 'sc', '--samples 16', 'sc-k16')}")
         if not pra:
@@ -136,10 +136,6 @@ def theta_of(run: Run) -> float | None:
     return float(arg or 0.5) if name == "threshold" else None
 
 
-def aggregation_of(run: Run) -> str:
-    return (run.config.get("search") or {}).get("reward_aggregation", "sum")
-
-
 def tradeoff_figure(runs: list[Run], out: Path) -> Section:
     """Figure 3: searches per question against accuracy (± s.e.) over θ_dep, Pareto frontier marked;
     other controllers (always, never, sample, probes) as single points. One figure per benchmark,
@@ -148,7 +144,7 @@ def tradeoff_figure(runs: list[Run], out: Path) -> Section:
     groups: dict[tuple[str, str, str, str], list[Run]] = defaultdict(list)
     for r in runs:
         if r.method == "pra":
-            groups[(r.benchmark, r.policy, r.reward_agent, aggregation_of(r))].append(r)
+            groups[(r.benchmark, r.policy, r.reward_agent, r.aggregation)].append(r)
     rows = []
     for (bench, policy, agent, how), rs in sorted(groups.items()):
         thresholds = sorted((r for r in rs if theta_of(r) is not None), key=theta_of)

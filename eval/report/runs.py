@@ -51,6 +51,11 @@ class Run:
         return self.config.get("search_controller", "never") if self.method == "pra" else "never"
 
     @property
+    def aggregation(self) -> str:
+        """How PRA ranked its traces by their step rewards (the paper's sum unless the run says)."""
+        return (self.config.get("search") or {}).get("reward_aggregation", "sum") if self.method == "pra" else "sum"
+
+    @property
     def searches(self) -> bool:
         return self.controller != "never"
 
@@ -86,8 +91,9 @@ class Run:
         if self.method == "pra":
             agent = "trained" if self.trained else "untrained"
             s = self.config.get("search", {})
+            ranked = "" if self.aggregation == "sum" else f", ranked by {self.aggregation} reward"
             return (f"pra ({agent} {self.reward_agent}, B={s.get('beam_width')} b={s.get('branching')}, "
-                    f"search {self.controller})")
+                    f"search {self.controller}{ranked})")
         if self.method in ("sc", "rag-sc"):
             return f"{self.method} (k={self.width})"
         if self.method in ("pulse-front", "pulse-step"):

@@ -91,9 +91,11 @@ def against_baselines(runs: list[Run]) -> Section:
 
 
 def _pra_choice(runs: list[Run]) -> Run | None:
-    """The PRA run standing for a policy: a trained agent that searches, else the closest there is."""
+    """The PRA run standing for a policy: a trained agent that always searches and ranks by the sum of
+    step rewards (the paper's setting), else the closest there is."""
     pra = [r for r in runs if r.method == "pra"]
-    ranked = sorted(pra, key=lambda r: (not r.trained, not r.searches, r.controller != "always", -len(r.records)))
+    ranked = sorted(pra, key=lambda r: (not r.trained, not r.searches, r.controller != "always",
+                                        r.aggregation != "sum", -len(r.records)))
     return ranked[0] if ranked else None
 
 
@@ -141,7 +143,7 @@ def agent_by_search(runs: list[Run]) -> Section:
         for trained in (True, False):
             for search in (True, False):
                 fit = [r for r in rs if r.trained == trained and r.searches == search]
-                run = _largest(sorted(fit, key=lambda r: r.controller != "always"))
+                run = _largest(sorted(fit, key=lambda r: (r.controller != "always", r.aggregation != "sum")))
                 if run:
                     row.append(f"{_cell(run)} ({run.reward_agent}, {run.controller})")
                 else:
