@@ -74,6 +74,27 @@ def test_runs_that_rank_traces_differently_are_told_apart(tmp_path):
     assert "1.000 ± 0.000 (n=2) (runs/agent, always)" in agent_by_search(runs).render()
 
 
+def test_runs_that_retrieve_from_another_corpus_are_told_apart(tmp_path):
+    """A run retrieving from a corpus other than the default is its own row, and never stands for the
+    default setting in Tables 2 and 3 or Figure 2, whichever order the folders come in (it did, under
+    the same label as the medcorp-mini run: 'always-medcorp/' was listed before 'always/')."""
+    other = make_run(tmp_path, "pra-always-medcorp", "pra", [False, False], reward_agent="runs/agent",
+                     corpus="medcorp")
+    usual = make_run(tmp_path, "pra-always", "pra", [True, True], reward_agent="runs/agent",
+                     corpus="medcorp-mini")
+    rag = make_run(tmp_path, "rag-medcorp", "rag", [True, False], corpus="medcorp")
+    never = make_run(tmp_path, "pra-never-medcorp", "pra", [True, True], reward_agent="runs/agent",
+                     corpus="medcorp", search_controller="never")
+    runs = [load_run(other), load_run(usual), load_run(rag), load_run(never)]
+    text = methods_by_benchmark(runs).render()
+    assert "| p | pra (trained runs/agent, B=2 b=2, search always) | 1.000 ± 0.000 (n=2) |" in text
+    assert "| p | pra (trained runs/agent, B=2 b=2, search always, corpus medcorp) | 0.000 ± 0.000 (n=2) |" in text
+    assert "| p | rag (corpus medcorp) |" in text
+    assert "| p | pra (trained runs/agent, B=2 b=2, search never) |" in text    # never retrieves: no corpus
+    assert "1.000 ± 0.000 (n=2) [pra (trained runs/agent, B=2 b=2, search always)]" in backbone_swap(runs).render()
+    assert "1.000 ± 0.000 (n=2) (runs/agent, always)" in agent_by_search(runs).render()
+
+
 def test_table2_paired_deltas_and_missing_runs(tmp_path):
     make_run(tmp_path, "cot", "cot", [True, False, False])
     make_run(tmp_path, "pra", "pra", [True, True, False])
@@ -165,7 +186,7 @@ def test_figure3_pareto_over_theta(tmp_path):
     make_run(tmp_path, "never", "pra", [False, True], search_controller="never", extra=[{"stats": {}}] * 2)
     runs, _ = load_runs([tmp_path])
     text = tradeoff_figure(runs, tmp_path).render()
-    assert "| bench | p | smollm2-135m-instruct | sum | threshold:0.3 | 4.00 | 1.000 ± 0.000 (n=2) | yes |" in text
+    assert "| bench | p | smollm2-135m-instruct | default | threshold:0.3 | 4.00 | 1.000 ± 0.000 (n=2) | yes |" in text
     assert "| threshold:0.7 | 1.00 | 0.500 ± 0.354 (n=2) | yes |" in text
     assert "| threshold:0.9 | 2.00 | 0.000 ± 0.000 (n=2) |  |" in text
     assert "| never | 0.00 |" in text and "Missing" not in text
@@ -174,8 +195,8 @@ def test_figure3_pareto_over_theta(tmp_path):
     make_run(tmp_path, "mean", "pra", [True, True], search={"reward_aggregation": "mean"}, extra=[{"stats": {}}] * 2)
     runs, _ = load_runs([tmp_path])
     text = tradeoff_figure(runs, tmp_path).render()
-    assert "| bench | p | smollm2-135m-instruct | mean | always | 0.00 | 1.000 ± 0.000 (n=2) |  |" in text
-    assert (tmp_path / "fig3-bench-p-smollm2-135m-instruct-mean-of-rewards.png").exists()
+    assert "| bench | p | smollm2-135m-instruct | ranked by mean reward | always | 0.00 | 1.000 ± 0.000 (n=2) |  |" in text
+    assert (tmp_path / "fig3-bench-p-smollm2-135m-instruct-ranked-by-mean-reward.png").exists()
 
 
 def write_labels(folder: Path) -> Path:

@@ -81,7 +81,7 @@ def samples_figure(runs: list[Run], out: Path) -> Section:
     rows = []
     for (bench, policy), rs in sorted(groups.items()):
         sc = [r for r in rs if r.method in ("sc", "rag-sc")]
-        pra = [r for r in rs if r.method == "pra" and r.controller == "always" and r.aggregation == "sum"]  # the paper's
+        pra = [r for r in rs if r.method == "pra" and r.controller == "always" and not r.variant]  # the paper's
         if not sc:
             sec.missing.append(f"sc for {policy} on {bench}: {eval_command(bench, policy, 'sc', '--samples 16', 'sc-k16')}")
         if not pra:
@@ -139,14 +139,14 @@ def theta_of(run: Run) -> float | None:
 def tradeoff_figure(runs: list[Run], out: Path) -> Section:
     """Figure 3: searches per question against accuracy (± s.e.) over θ_dep, Pareto frontier marked;
     other controllers (always, never, sample, probes) as single points. One figure per benchmark,
-    policy, agent and reward aggregation: only the controller varies along a curve."""
+    policy, agent and variant (reward aggregation, corpus): only the controller varies along a curve."""
     sec = Section("Figure 3: search-accuracy trade-off over θ_dep")
     groups: dict[tuple[str, str, str, str], list[Run]] = defaultdict(list)
     for r in runs:
         if r.method == "pra":
-            groups[(r.benchmark, r.policy, r.reward_agent, r.aggregation)].append(r)
+            groups[(r.benchmark, r.policy, r.reward_agent, r.variant)].append(r)
     rows = []
-    for (bench, policy, agent, how), rs in sorted(groups.items()):
+    for (bench, policy, agent, variant), rs in sorted(groups.items()):
         thresholds = sorted((r for r in rs if theta_of(r) is not None), key=theta_of)
         others = [r for r in rs if theta_of(r) is None]
         if len(thresholds) < 2:
@@ -170,15 +170,15 @@ def tradeoff_figure(runs: list[Run], out: Path) -> Section:
             never = {"color": palette.NOT_SEARCHED.color} if r.controller == "never" else {}
             ax.errorbar([s["searches_per_question"]], [s["accuracy"]], yerr=[s["stderr"]], fmt="^", capsize=3,
                         label=f"search {r.controller}", **never)
-        suffix = () if how == "sum" else (f"{how}-of-rewards",)
-        title = f"{policy} on {bench}, agent {agent}" + ("" if how == "sum" else f", traces ranked by {how} reward")
+        suffix = (variant.replace(", ", "-").replace(" ", "-"),) if variant else ()
+        title = f"{policy} on {bench}, agent {agent}" + (f", {variant}" if variant else "")
         _finish(fig, ax, palette.SEARCHES, title, out / f"fig3-{_slug(bench, policy, agent, *suffix)}.png", sec)
         for i, r in enumerate(thresholds + others):
             s = r.summary
-            rows.append([bench, policy, agent, how, r.controller, f"{s['searches_per_question']:.2f}",
+            rows.append([bench, policy, agent, variant or "default", r.controller, f"{s['searches_per_question']:.2f}",
                          accuracy(s["accuracy"], s["stderr"], s["n"]), "yes" if i in front else ""])
     if not groups:
         sec.missing.append("no pra runs")
         return sec
-    sec.body.append(table(["benchmark", "policy", "agent", "ranking", "search", "searches / q", "accuracy", "Pareto"], rows))
+    sec.body.append(table(["benchmark", "policy", "agent", "variant", "search", "searches / q", "accuracy", "Pareto"], rows))
     return sec

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pra.benchmarks import load_eval_benchmark
-from eval.run import summarize
+from eval.run import EvalConfig, retrieves, summarize
 from eval.run_folder import check_records
 from pra.records import read_records
 from pra.selection import split_id
@@ -56,6 +56,23 @@ class Run:
         return (self.config.get("search") or {}).get("reward_aggregation", "sum") if self.method == "pra" else "sum"
 
     @property
+    def corpus(self) -> str | None:
+        """The corpus the run retrieved from; None for a run that reads none."""
+        if not retrieves(self.method, self.controller):
+            return None
+        return self.config.get("corpus", EvalConfig.corpus)
+
+    @property
+    def variant(self) -> str:
+        """What sets the run apart from its method's default setting ('' for none): a reward aggregation
+        other than the paper's sum, a corpus other than the default. Such a run is its own row and never
+        stands for the default setting."""
+        parts = [] if self.aggregation == "sum" else [f"ranked by {self.aggregation} reward"]
+        if self.corpus not in (None, EvalConfig.corpus):
+            parts.append(f"corpus {self.corpus}")
+        return ", ".join(parts)
+
+    @property
     def searches(self) -> bool:
         return self.controller != "never"
 
@@ -91,14 +108,14 @@ class Run:
         if self.method == "pra":
             agent = "trained" if self.trained else "untrained"
             s = self.config.get("search", {})
-            ranked = "" if self.aggregation == "sum" else f", ranked by {self.aggregation} reward"
             return (f"pra ({agent} {self.reward_agent}, B={s.get('beam_width')} b={s.get('branching')}, "
-                    f"search {self.controller}{ranked})")
+                    f"search {self.controller}{', ' + self.variant if self.variant else ''})")
+        details = [self.variant] if self.variant else []
         if self.method in ("sc", "rag-sc"):
-            return f"{self.method} (k={self.width})"
+            details.insert(0, f"k={self.width}")
         if self.method in ("pulse-front", "pulse-step"):
-            return f"{self.method} ({self.config.get('search_controller')})"
-        return self.method
+            details.insert(0, str(self.config.get("search_controller")))
+        return f"{self.method} ({', '.join(details)})" if details else self.method
 
     @cached_property
     def summary(self) -> dict[str, Any]:

@@ -91,11 +91,11 @@ def against_baselines(runs: list[Run]) -> Section:
 
 
 def _pra_choice(runs: list[Run]) -> Run | None:
-    """The PRA run standing for a policy: a trained agent that always searches and ranks by the sum of
-    step rewards (the paper's setting), else the closest there is."""
+    """The PRA run standing for a policy: a trained agent that always searches, ranks by the sum of
+    step rewards and reads the default corpus (the paper's setting), else the closest there is."""
     pra = [r for r in runs if r.method == "pra"]
     ranked = sorted(pra, key=lambda r: (not r.trained, not r.searches, r.controller != "always",
-                                        r.aggregation != "sum", -len(r.records)))
+                                        bool(r.variant), -len(r.records)))
     return ranked[0] if ranked else None
 
 
@@ -143,7 +143,7 @@ def agent_by_search(runs: list[Run]) -> Section:
         for trained in (True, False):
             for search in (True, False):
                 fit = [r for r in rs if r.trained == trained and r.searches == search]
-                run = _largest(sorted(fit, key=lambda r: (r.controller != "always", r.aggregation != "sum")))
+                run = _largest(sorted(fit, key=lambda r: (r.controller != "always", bool(r.variant))))
                 if run:
                     row.append(f"{_cell(run)} ({run.reward_agent}, {run.controller})")
                 else:
