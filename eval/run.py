@@ -39,12 +39,12 @@ if TYPE_CHECKING:
 
 PULSE_METHODS = {"pulse-front": "front", "pulse-step": "step", "ircot": "ircot"}
 METHODS = ("direct", "cot", "sc", "rag", "rag-sc", "qwc", "pra", *PULSE_METHODS)
+QWC_POOL = DATA / "qwc_pool.jsonl"     # the shipped pool (its source: eval/data/README.md)
 
 
 def retrieves(method: str, search_controller: str = "never") -> bool:
     """Whether a run of this method reads the corpus (PRA only when its controller may search)."""
     return method in ("rag", "rag-sc", *PULSE_METHODS) or (method == "pra" and search_controller != "never")
-QWC_POOL = DATA / "qwc_pool.jsonl"     # the shipped pool (its source: eval/data/README.md)
 
 
 @dataclass
@@ -211,12 +211,10 @@ class Parts:
                 from corpora.retrieval import load_retriever
                 bm25 = load_retriever(cfg.corpus, mode="bm25")    # RSUS's entity entropy is a BM25 signal
             self.controller = make_controller(cfg.search_controller, cfg.search.seed, policy=self.policy, bm25=bm25)
-        if retrieves(cfg.method, cfg.search_controller) and cfg.method not in PULSE_METHODS and self.retriever is None:
+        if retrieves(cfg.method, cfg.search_controller) and self.retriever is None:
             from corpora.retrieval import load_retriever
-            self.retriever = load_retriever(cfg.corpus, mode=cfg.retrieval)
-        if cfg.method in PULSE_METHODS and self.retriever is None:
-            from corpora.retrieval import load_retriever
-            self.retriever = load_retriever(cfg.corpus, mode="bm25")    # PULSE retrieves with BM25
+            mode = "bm25" if cfg.method in PULSE_METHODS else cfg.retrieval    # PULSE retrieves with BM25
+            self.retriever = load_retriever(cfg.corpus, mode=mode)
         return self
 
     def pulse_decoder(self, cfg: EvalConfig):
