@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from eval.checks import check_eval_config
-from eval.run import PULSE_METHODS, EvalConfig, Parts, eval_config, run_with_parts, yaml_file
+from eval.run import PULSE_METHODS, EvalConfig, Parts, eval_config, retrieves, run_with_parts, yaml_file
 from pra.config_files import read_yaml
 from pra.errors import UserError
 from pra.folder_lock import exclusive
@@ -51,27 +51,33 @@ def load_suite(name: str) -> list[EvalConfig]:
 
 
 class LoadedParts:
-    """The policy, agent and retriever the suite's last runs loaded, handed to the next run that names the
+    """The policy, agent and retriever the suite's last runs loaded, handed to the next run that uses the
     same ones. One of each is kept: a run that names another lets the old one go before it loads its own,
-    so a long suite holds no more than one run needs, and a finished run loads nothing."""
+    so a long suite holds no more than one run needs, and a finished run loads nothing. A run is handed
+    only the parts its method uses: an agent kept from a PRA run would otherwise rank a CoT or
+    self-consistency run's samples."""
 
     def __init__(self) -> None:
         self.kept: dict[str, tuple[tuple, Any]] = {}
 
     @staticmethod
-    def keys(cfg: EvalConfig) -> dict[str, tuple]:
+    def keys(cfg: EvalConfig) -> dict[str, tuple | None]:
+        """Each part's identity for this run; None for a part its method does not use."""
         return {"policy": (cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size),
-                "reward_agent": (cfg.reward_agent, cfg.agent_backend, cfg.agent_base_url, cfg.batch_size),
-                "retriever": (cfg.corpus, "bm25" if cfg.method in PULSE_METHODS else cfg.retrieval)}
+                "reward_agent": ((cfg.reward_agent, cfg.agent_backend, cfg.agent_base_url, cfg.batch_size)
+                                 if cfg.method == "pra" else None),
+                "retriever": ((cfg.corpus, "bm25" if cfg.method in PULSE_METHODS else cfg.retrieval)
+                              if retrieves(cfg.method, cfg.search_controller) else None)}
 
     def parts(self, cfg: EvalConfig) -> Parts:
         keys = self.keys(cfg)
-        self.kept = {name: (key, part) for name, (key, part) in self.kept.items() if key == keys[name]}
-        return Parts(**{name: part for name, (_, part) in self.kept.items()})
+        # A part this run names differently goes; one it does not use stays for a later run.
+        self.kept = {name: (key, part) for name, (key, part) in self.kept.items() if keys[name] in (key, None)}
+        return Parts(**{name: part for name, (key, part) in self.kept.items() if keys[name] == key})
 
     def keep(self, cfg: EvalConfig, parts: Parts) -> None:
         for name, key in self.keys(cfg).items():
-            if getattr(parts, name) is not None:
+            if key is not None and getattr(parts, name) is not None:
                 self.kept[name] = (key, getattr(parts, name))
 
 

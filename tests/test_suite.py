@@ -76,7 +76,7 @@ runs:
 
 def test_a_suite_keeps_one_policy_agent_and_retriever_at_a_time():
     loaded = LoadedParts()
-    smollm2, gemma = EvalConfig(policy="smollm2-135m-instruct"), EvalConfig(policy="gemma3-270m")
+    smollm2, gemma = EvalConfig(policy="smollm2-135m-instruct", method="rag"), EvalConfig(policy="gemma3-270m", method="rag")
     parts = loaded.parts(smollm2)
     assert parts.policy is None
     parts.policy, parts.retriever = "a policy", "a retriever"
@@ -84,6 +84,23 @@ def test_a_suite_keeps_one_policy_agent_and_retriever_at_a_time():
     assert loaded.parts(smollm2).policy == "a policy"
     assert loaded.parts(gemma).policy is None and loaded.parts(gemma).retriever == "a retriever"
     assert loaded.parts(smollm2).policy is None     # let go when gemma's run came: not two policies at once
+
+
+def test_a_run_is_handed_only_the_parts_its_method_uses():
+    """An agent kept from a PRA run reached the next CoT / SC run, whose engine then ranked its samples by
+    reward (and SC broke vote ties by it): handed only what it uses, a later PRA run still gets it."""
+    loaded = LoadedParts()
+    pra = EvalConfig(method="pra", search_controller="always")
+    parts = loaded.parts(pra)
+    parts.policy, parts.reward_agent, parts.retriever = "a policy", "an agent", "a retriever"
+    loaded.keep(pra, parts)
+    for method in ("cot", "sc", "rag-sc", "qwc"):
+        handed = loaded.parts(EvalConfig(method=method))
+        assert handed.policy == "a policy" and handed.reward_agent is None
+        assert handed.retriever == ("a retriever" if method == "rag-sc" else None)
+    never = loaded.parts(EvalConfig(method="pra", search_controller="never"))
+    assert (never.reward_agent, never.retriever) == ("an agent", None)
+    assert loaded.parts(pra).retriever == "a retriever"
 
 
 @contextmanager
