@@ -76,7 +76,8 @@ runs:
 
 def test_a_suite_keeps_one_policy_agent_and_retriever_at_a_time():
     loaded = LoadedParts()
-    smollm2, gemma = EvalConfig(policy="smollm2-135m-instruct", method="rag"), EvalConfig(policy="gemma3-270m", method="rag")
+    smollm2 = EvalConfig(policy="smollm2-135m-instruct", method="rag")
+    gemma = EvalConfig(policy="gemma3-270m", method="rag")
     parts = loaded.parts(smollm2)
     assert parts.policy is None
     parts.policy, parts.retriever = "a policy", "a retriever"
