@@ -187,15 +187,16 @@ def test_figure3_pareto_over_theta(tmp_path):
     runs, _ = load_runs([tmp_path])
     text = tradeoff_figure(runs, tmp_path).render()
     assert "| bench | p | smollm2-135m-instruct | default | threshold:0.3 | 4.00 | 1.000 ± 0.000 (n=2) | yes |" in text
-    assert "| threshold:0.7 | 1.00 | 0.500 ± 0.354 (n=2) | yes |" in text
+    # never searching matches θ = 0.7's accuracy at no searches: the frontier runs over every point
+    assert "| threshold:0.7 | 1.00 | 0.500 ± 0.354 (n=2) |  |" in text
     assert "| threshold:0.9 | 2.00 | 0.000 ± 0.000 (n=2) |  |" in text
-    assert "| never | 0.00 |" in text and "Missing" not in text
+    assert "| never | 0.00 | 0.500 ± 0.354 (n=2) | yes |" in text and "Missing" not in text
     assert (tmp_path / "fig3-bench-p-smollm2-135m-instruct.png").exists()
     # a run that ranks traces otherwise is its own figure, not a point on this curve
     make_run(tmp_path, "mean", "pra", [True, True], search={"reward_aggregation": "mean"}, extra=[{"stats": {}}] * 2)
     runs, _ = load_runs([tmp_path])
     text = tradeoff_figure(runs, tmp_path).render()
-    assert "| bench | p | smollm2-135m-instruct | ranked by mean reward | always | 0.00 | 1.000 ± 0.000 (n=2) |  |" in text
+    assert "| bench | p | smollm2-135m-instruct | ranked by mean reward | always | 0.00 | 1.000 ± 0.000 (n=2) | yes |" in text
     assert (tmp_path / "fig3-bench-p-smollm2-135m-instruct-ranked-by-mean-reward.png").exists()
 
 

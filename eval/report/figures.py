@@ -137,8 +137,9 @@ def theta_of(run: Run) -> float | None:
 
 
 def tradeoff_figure(runs: list[Run], out: Path) -> Section:
-    """Figure 3: searches per question against accuracy (± s.e.) over θ_dep, Pareto frontier marked;
-    other controllers (always, never, sample, probes) as single points. One figure per benchmark,
+    """Figure 3: searches per question against accuracy (± s.e.) over θ_dep; other controllers
+    (always, never, sample, probes) as single points. The Pareto frontier runs over every point, so a
+    threshold that never searching matches at no searches is off it. One figure per benchmark,
     policy, agent and variant (reward aggregation, corpus): only the controller varies along a curve."""
     sec = Section("Figure 3: search-accuracy trade-off over θ_dep")
     groups: dict[tuple[str, str, str, str], list[Run]] = defaultdict(list)
@@ -154,22 +155,23 @@ def tradeoff_figure(runs: list[Run], out: Path) -> Section:
                 f"threshold runs for {policy} with {agent} on {bench} (have {len(thresholds)}), for θ in "
                 "0.1 0.3 0.5 0.7 0.9: " + eval_command(bench, policy, "pra", f"--recipe pra-cpu --reward-agent {agent} "
                                                        "--search threshold:$θ", "pra-threshold-$θ"))
-        pts = [(r.summary["searches_per_question"], r.summary["accuracy"]) for r in thresholds]
+        pts = [(r.summary["searches_per_question"], r.summary["accuracy"]) for r in thresholds + others]
         front = set(pareto(pts))
         fig, ax = plt.subplots(figsize=(5, 3.5))
         if thresholds:
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[r.summary["stderr"] for r in thresholds],
+            ax.errorbar([p[0] for p in pts[:len(thresholds)]], [p[1] for p in pts[:len(thresholds)]],
+                        yerr=[r.summary["stderr"] for r in thresholds],
                         fmt="o", capsize=3, color=palette.SEARCHED.color, label="threshold:θ")
             for r, (s, a) in zip(thresholds, pts):
                 ax.annotate(f"θ={theta_of(r):g}", (s, a), fontsize=7, xytext=(3, 3), textcoords="offset points")
-            fp = sorted(pts[i] for i in front)
-            if len(fp) > 1:
-                ax.plot([p[0] for p in fp], [p[1] for p in fp], "-", color="tab:red", label="Pareto frontier")
         for r in others:
             s = r.summary
             never = {"color": palette.NOT_SEARCHED.color} if r.controller == "never" else {}
             ax.errorbar([s["searches_per_question"]], [s["accuracy"]], yerr=[s["stderr"]], fmt="^", capsize=3,
                         label=f"search {r.controller}", **never)
+        fp = sorted(pts[i] for i in front)
+        if len(fp) > 1:
+            ax.plot([p[0] for p in fp], [p[1] for p in fp], "-", color="tab:red", label="Pareto frontier")
         suffix = (variant.replace(", ", "-").replace(" ", "-"),) if variant else ()
         title = f"{policy} on {bench}, agent {agent}" + (f", {variant}" if variant else "")
         _finish(fig, ax, palette.SEARCHES, title, out / f"fig3-{_slug(bench, policy, agent, *suffix)}.png", sec)
