@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from pra.models import DEFAULT_REWARD_AGENT
 from pra.benchmarks import DATA, BenchmarkLoad, load_eval_benchmark, parse_shard
-from pra.prompts import DIRECT_PREFIX, policy_messages
+from pra.prompts import DIRECT_PREFIX, copies_example, policy_messages, policy_prompt_id
 from pra.readouts import best_letter, read_letters
 from pra.records import JsonlWriter, read_records
 from pra.selection import asking_order, questions_asked, split_id
@@ -40,6 +40,26 @@ if TYPE_CHECKING:
 PULSE_METHODS = {"pulse-front": "front", "pulse-step": "step", "ircot": "ircot"}
 METHODS = ("direct", "cot", "sc", "rag", "rag-sc", "qwc", "pra", *PULSE_METHODS)
 QWC_POOL = DATA / "qwc_pool.jsonl"     # the shipped pool (its source: eval/data/README.md)
+
+
+# The policy prompt's id (``pra.prompts.policy_prompt_id``) that run folders written before configs held
+# one were made with, by chat template and prompt kind: one worked example (scurvy, C) for base models.
+LEGACY_POLICY_PROMPTS = {
+    (True, "direct"): "chat-e234f1a88150", (True, "steps"): "chat-f3f131e31279",
+    (True, "docs"): "chat-f30414e82ea1", (True, "examples"): "chat-580cc7c69e60",
+    (False, "direct"): "base-a704934fa996", (False, "steps"): "base-1c418ddc373f",
+    (False, "docs"): "base-2aaba42f5026", (False, "examples"): "base-d0b65639ab58",
+}
+
+
+def prompt_kind(method: str) -> str:
+    """Which of the policy's prompts a method reads (``pra.prompts.PROMPT_KINDS``); PRA's passages go
+    to the agent, not the policy."""
+    if method == "direct":
+        return "direct"
+    if method in ("rag", "rag-sc", *PULSE_METHODS):
+        return "docs"
+    return "examples" if method == "qwc" else "steps"
 
 
 def retrieves(method: str, search_controller: str = "never") -> bool:
@@ -300,7 +320,9 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
             "forced": sum(r["forced"] for r in records), "tokens_per_question": mean("tokens"),
             "seconds_per_question": mean("seconds"),
             "searches_per_question": sum(r.get("stats", {}).get("searches", 0) for r in records) / n if n else 0.0,
-            "skipped_too_long": sum("skipped" in r for r in records)}
+            "skipped_too_long": sum("skipped" in r for r in records),
+            # records whose steps repeat a base-model prompt's worked example (pra.prompts.copies_example)
+            "copied_example": sum(copies_example([s["text"] for s in r.get("steps", [])]) for r in records)}
 
 
 def run_eval(cfg: EvalConfig, policy: LMBackend | None = None, reward_agent=None, retriever=None,
@@ -324,7 +346,13 @@ def run_with_parts(cfg: EvalConfig, parts: Parts, force_new: bool = False) -> di
         print(f"--skip-bad: skipped {len(load.skipped_rows)} bad row(s): {'; '.join(load.skipped_rows)}", file=sys.stderr)
     if not load.questions:
         raise UserError(f"{load.path}: no questions to evaluate" + (f" in shard {cfg.shard}" if cfg.shard else ""))
-    with open_run_folder(Path(cfg.out), asdict(cfg), force_new) as fp:
+    from pra.models import has_chat_template
+
+    chat = parts.policy.has_chat_template if parts.policy is not None else has_chat_template(cfg.policy)
+    kind = prompt_kind(cfg.method)
+    config = {**asdict(cfg), "policy_prompt": policy_prompt_id(chat, kind)}
+    with open_run_folder(Path(cfg.out), config, force_new,
+                         assumed={"policy_prompt": LEGACY_POLICY_PROMPTS[chat, kind]}) as fp:
         return _run_questions(cfg, load, parts, fp, total)
 
 

@@ -1,6 +1,6 @@
 """A run folder knows what it holds. Every record carries the fingerprint of the settings that made it
-(a hash of the config without the fields that only say where or how fast, ``NO_EFFECT``, and without
-the fields its method never reads, ``READ_BY``), so a folder
+(a hash of the config, the id of the policy's prompt among it, without the fields that only say where or
+how fast, ``NO_EFFECT``, and without the fields its method never reads, ``READ_BY``), so a folder
 cannot mix two configurations: a rerun with other settings is refused, naming the fields that differ,
 unless ``force_new`` sets the old files aside; ``pra merge`` and ``pra report`` check the records' own
 fingerprints. One process writes a folder at a time (``pra.folder_lock``)."""
@@ -33,14 +33,19 @@ READ_BY = {"reward_agent": {"pra"}, "agent_backend": {"pra"}, "search_controller
 FILES = ("records.jsonl", "config.json", "summary.json")
 
 
-def settings(config: dict[str, Any], every_field: bool = False) -> dict[str, Any]:
-    """The config as flat ``field`` / ``search.field`` names, without the fields in ``NO_EFFECT`` and,
-    unless ``every_field`` (the fingerprints of folders written before ``READ_BY``), those its method
-    does not read."""
+def settings(config: dict[str, Any], every_field: bool = False,
+             assumed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The config as flat ``field`` / ``search.field`` names, without the fields in ``NO_EFFECT``,
+    unless ``every_field`` (the fingerprints of folders written before ``READ_BY``) without those its
+    method does not read, and without a field that holds its ``assumed`` value: what folders written
+    before the field existed were made with, so that their fingerprints still hold."""
     flat: dict[str, Any] = {}
     method = config.get("method")
+    assumed = assumed or {}
     for key, value in config.items():
         if key in NO_EFFECT or (not every_field and key in READ_BY and method not in READ_BY[key]):
+            continue
+        if key in assumed and value == assumed[key]:
             continue
         if isinstance(value, dict):
             flat.update({f"{key}.{k}": v for k, v in value.items()})
@@ -49,8 +54,8 @@ def settings(config: dict[str, Any], every_field: bool = False) -> dict[str, Any
     return flat
 
 
-def fingerprint(config: dict[str, Any], every_field: bool = False) -> str:
-    return hashlib.sha256(json.dumps(settings(config, every_field), sort_keys=True).encode()).hexdigest()[:16]
+def fingerprint(config: dict[str, Any], every_field: bool = False, assumed: dict[str, Any] | None = None) -> str:
+    return hashlib.sha256(json.dumps(settings(config, every_field, assumed), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def differences(old: dict[str, Any], new: dict[str, Any], only_old_fields: bool = False) -> list[str]:
@@ -83,15 +88,17 @@ def _read_config(out: Path) -> dict[str, Any] | None:
         raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); use --force-new or another --out") from None
 
 
-def _refusal(old: dict[str, Any] | None, new: dict[str, Any], records_fp: str | None) -> str | None:
+def _refusal(old: dict[str, Any] | None, new: dict[str, Any], records_fp: str | None,
+             assumed: dict[str, Any]) -> str | None:
     """Why a folder whose records carry ``records_fp`` (None: written before fingerprints) and whose
-    config.json is ``old`` cannot take records made with ``new``; None if it can."""
-    fp = fingerprint(new)
+    config.json is ``old`` cannot take records made with ``new``; None if it can. ``assumed``: the
+    values of fields that configs written before those fields existed were made with."""
+    fp = fingerprint(new, assumed=assumed)
     if records_fp == fp:
         return None
     if old is None or (records_fp is not None and records_fp != old.get("fingerprint")):
         return f"its records were made with other settings (fingerprint {records_fp}, this run's is {fp})"
-    changed = differences(old, new, only_old_fields=records_fp is None)
+    changed = differences({**assumed, **old}, new, only_old_fields=records_fp is None)
     if records_fp is not None and not changed and records_fp != fingerprint(old, every_field=True):
         changed = [f"fingerprint ({records_fp!r} -> {fp!r})"]
     return f"its settings differ in {', '.join(changed)}" if changed else None
@@ -117,20 +124,23 @@ def _set_aside(out: Path) -> None:
 
 
 @contextmanager
-def open_run_folder(out: Path, config: dict[str, Any], force_new: bool = False) -> Iterator[str]:
+def open_run_folder(out: Path, config: dict[str, Any], force_new: bool = False,
+                    assumed: dict[str, Any] | None = None) -> Iterator[str]:
     """Hold ``out`` for one run with ``config`` and yield its fingerprint, after checking that the records
-    already there were made with the same settings (``force_new``: set them aside instead). The
-    folder's config.json is written once the check passes."""
+    already there were made with the same settings (``force_new``: set them aside instead; ``assumed``:
+    what a config written before a field existed is taken to hold there). The folder's config.json is
+    written once the check passes."""
+    assumed = assumed or {}
     with exclusive(out / ".lock") as holder:
         if holder is not None:
             raise UserError(f"{out}: another pra process (PID {holder}) is writing this run folder; "
                             "wait for it to finish or use another --out")
         records = list(read_records(out / "records.jsonl"))
         check_records(out / "records.jsonl", records)
-        fp = fingerprint(config)
+        fp = fingerprint(config, assumed=assumed)
         if records:
             records_fp = next((r["fingerprint"] for r in records if r.get("fingerprint")), None)
-            why = _refusal(_read_config(out), config, records_fp)
+            why = _refusal(_read_config(out), config, records_fp, assumed)
             if why and not force_new:
                 raise UserError(f"{out}: {why}; rerun with the folder's settings, use another --out, "
                                 "or --force-new to set its records aside")

@@ -10,6 +10,7 @@ import importlib.util
 import os
 import shutil
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from pra.errors import UserError
 
@@ -111,6 +112,15 @@ def resolve(name_or_path: str) -> str:
         _dequantize(model, out)
     _name_architecture(out / "config.json")
     return str(out)
+
+
+@cache
+def has_chat_template(name_or_path: str) -> bool:
+    """Whether the model's tokenizer has a chat template (the policy prompt then has no worked
+    examples), read without loading the weights."""
+    from transformers import AutoTokenizer
+
+    return bool(AutoTokenizer.from_pretrained(resolve(name_or_path)).chat_template)
 
 
 def _name_architecture(config_file: Path) -> None:

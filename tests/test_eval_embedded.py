@@ -10,7 +10,8 @@ import time
 import pytest
 
 from eval.run import EvalConfig, run_eval
-from pra.prompts import DIRECT_PREFIX, policy_messages
+from pra import prompts
+from pra.prompts import DIRECT_PREFIX, copies_example, policy_messages, policy_prompt_id
 from pra.backends.base import SamplingParams
 from search.engine import SearchConfig
 from tests.test_engine import q
@@ -77,12 +78,46 @@ def test_rag_puts_retrieved_passages_before_the_question(smollm2, tmp_path):
     assert len(r["context"]) == 2 and r["prediction"] in "ABCD"
 
 
-def test_gemma_base_model_runs_cot_from_plain_text(tmp_path):
+@pytest.fixture(scope="module")
+def gemma():
     from pra.backends.transformers_backend import TransformersBackend
+    return TransformersBackend("gemma3-270m")
 
-    gemma = TransformersBackend("gemma3-270m")
+
+def test_gemma_base_model_runs_cot_from_plain_text(gemma, tmp_path):
     assert not gemma.has_chat_template
     summary = run_eval(EvalConfig(method="cot", policy="gemma3-270m", limit=1, out=str(tmp_path), search=SMALL),
                        policy=gemma)
     (r,) = records(tmp_path)
     assert summary["n"] == 1 and r["prediction"] in "ABCD" and r["steps"]
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["policy_prompt"] == policy_prompt_id(False, "steps") and summary["copied_example"] in (0, 1)
+
+
+# The one worked example the base-model prompt had before BASE_EXAMPLES.
+SCURVY = ("Question: Which vitamin deficiency causes scurvy?\nOptions:\nA. Vitamin A\nB. Vitamin B12\n"
+          "C. Vitamin C\nD. Vitamin D\nAnswer:\n"
+          "Step 1: Scurvy presents with bleeding gums, poor wound healing and perifollicular hemorrhages.\n"
+          "Step 2: These follow from defective collagen synthesis, which needs ascorbic acid.\n"
+          "Step 3: Ascorbic acid is vitamin C, so the answer is (C).")
+
+
+def test_gemma_writes_its_own_steps_not_a_worked_example(gemma, monkeypatch):
+    """Greedy CoT on 8 seeded training questions. With the single example Gemma-3-270M copied its steps
+    and its answer into every question (8 of 8 here, 24 of 24 on 24); with one example per letter its
+    steps are its own (0 of 8 copy; 2 of 24)."""
+    from pra.benchmarks import load_benchmark
+    from pra.selection import questions_asked
+    from search.engine import Engine, Trace
+
+    questions = questions_asked(load_benchmark("medmcqa-train").questions, sample=8, seed=7, permute="balanced")
+
+    def cot(examples: tuple[str, ...]) -> list[tuple[bool, str]]:
+        monkeypatch.setattr(prompts, "BASE_EXAMPLES", examples)
+        traces = Engine(gemma, SearchConfig(max_steps=3, step_tokens=32)).run([Trace(q) for q in questions])
+        return [(copies_example(t.best.texts, examples), t.prediction) for t in traces]
+
+    shipped = prompts.BASE_EXAMPLES
+    one = cot((SCURVY,))
+    assert sum(copied for copied, _ in one) >= 6 and [p for _, p in one].count("C") >= 6
+    assert sum(copied for copied, _ in cot(shipped)) <= 1

@@ -12,6 +12,7 @@ import pytest
 
 from eval.merge import merge_shards
 from eval.report.runs import load_run
+from eval import run as run_module
 from eval.run import EvalConfig, run_eval
 from eval.run_folder import differences, fingerprint
 from pra.errors import UserError
@@ -60,6 +61,26 @@ def test_a_folder_fingerprinted_with_every_field_resumes_after_a_new_default_age
     assert {r["fingerprint"] for r in after} == {summary["fingerprint"]} != {legacy}
     with pytest.raises(UserError, match=r"differ in policy"):      # a setting it reads is still refused
         run_eval(replace(direct(out), policy="gemma3-270m"))
+
+
+def test_a_folder_made_before_configs_held_the_prompt_resumes_only_while_its_prompt_holds(smollm2, tmp_path,
+                                                                                         monkeypatch):
+    """Configs name the policy prompt's id (``pra.prompts.policy_prompt_id``); a folder written before
+    they did was made with ``LEGACY_POLICY_PROMPTS``: it resumes with its records untouched while the
+    prompt is that one, and is refused, naming the prompt, once the prompt has changed."""
+    out = tmp_path / "run"
+    run_eval(direct(out), policy=smollm2)
+    config = json.loads((out / "config.json").read_text())
+    assert config["policy_prompt"] == run_module.LEGACY_POLICY_PROMPTS[True, "direct"]
+    del config["policy_prompt"]
+    (out / "config.json").write_text(json.dumps(config))
+    before = (out / "records.jsonl").read_text()
+    assert run_eval(direct(out, limit=3), policy=smollm2)["fingerprint"] == config["fingerprint"]
+    assert (out / "records.jsonl").read_text().startswith(before)            # kept, not restamped
+    (out / "config.json").write_text(json.dumps(config))
+    monkeypatch.setitem(run_module.LEGACY_POLICY_PROMPTS, (True, "direct"), "chat-an0ld0ne0000")
+    with pytest.raises(UserError, match=r"differ in policy_prompt \('chat-an0ld0ne0000' -> 'chat-"):
+        run_eval(direct(out, limit=3), policy=smollm2)
 
 
 def test_rerun_with_other_settings_is_refused_and_force_new_sets_aside(smollm2, tmp_path):

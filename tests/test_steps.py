@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from pra.backends.base import cut_at_stop
-from pra.prompts import policy_messages, steps_prefix
+from pra.prompts import BASE_EXAMPLES, PROMPT_KINDS, copies_example, policy_messages, policy_prompt_id, steps_prefix
 from pra.steps import ANSWER_RE, CONNECTIVES, STEP_STOPS, extract_answer, split_steps
 from pra.types import Question
 
@@ -45,11 +45,31 @@ def test_prompt_layout():
     assert "Step N:" in chat[1].content and "the answer is (X)" in chat[1].content
     assert "C. C" in chat[1].content and "Example" not in chat[1].content
     plain = policy_messages(Q, chat=False, docs=[("Scurvy", "Vitamin C deficiency.")])
-    assert len(plain) == 1 and "Example" in plain[0].content
+    assert len(plain) == 1 and all(example in plain[0].content for example in BASE_EXAMPLES)
+    # one worked example per answer letter, so that the examples teach no letter
+    assert sorted(extract_answer(example, "ABCD") for example in BASE_EXAMPLES) == list("ABCD")
     body = plain[0].content
     assert body.index("Vitamin C deficiency") < body.index(Q.question)   # documents before the question
     assert steps_prefix(["a", "b"], 3) == "Step 1: a\nStep 2: b\nStep 3:"
     assert steps_prefix([], 1) == "Step 1:"
+
+
+def test_policy_prompt_id_follows_what_the_policy_reads(monkeypatch):
+    ids = {(chat, kind): policy_prompt_id(chat, kind) for chat in (True, False) for kind in PROMPT_KINDS}
+    assert len(set(ids.values())) == 8
+    import pra.prompts as prompts
+    monkeypatch.setattr(prompts, "BASE_EXAMPLES", BASE_EXAMPLES[:1])
+    # another worked example changes the base model's step prompts, not its direct answer or a chat prompt
+    changed = {key for key, value in ids.items() if policy_prompt_id(*key) != value}
+    assert changed == {(False, "steps"), (False, "docs"), (False, "examples")}
+    monkeypatch.setattr(prompts, "SYSTEM", "Another system prompt.")
+    assert policy_prompt_id(True, "direct") != ids[True, "direct"]
+
+
+def test_copies_example_takes_six_words_in_a_row_not_the_answer_clause():
+    assert copies_example(["Hmm.", "The wrist extensors are supplied by the radial nerve here."])
+    assert not copies_example(["It is supplied by the radial nerve."])         # five words in a row
+    assert not copies_example(["Thus, so the answer is (B)."]) and not copies_example([])
 
 
 # Steps SmolLM2-135M-Instruct wrote (eval/data/qwc_pool.jsonl, greedy traces on medmcqa-train) and forms
