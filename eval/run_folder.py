@@ -35,10 +35,10 @@ FILES = ("records.jsonl", "config.json", "summary.json")
 
 def settings(config: dict[str, Any], every_field: bool = False,
              assumed: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The config as flat ``field`` / ``search.field`` names, without the fields in ``NO_EFFECT``,
-    unless ``every_field`` (the fingerprints of folders written before ``READ_BY``) without those its
-    method does not read, and without a field that holds its ``assumed`` value: what folders written
-    before the field existed were made with, so that their fingerprints still hold."""
+    """The config as flat ``field`` / ``search.field`` names, without the fields in ``NO_EFFECT``; without
+    those its method does not read, unless ``every_field`` (the fingerprints of folders written before
+    ``READ_BY``); and without a field that holds its ``assumed`` value, the value folders written before
+    the field existed were made with, so that their fingerprints still hold."""
     flat: dict[str, Any] = {}
     method = config.get("method")
     assumed = assumed or {}
