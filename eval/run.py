@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from pra.models import DEFAULT_REWARD_AGENT
 from pra.benchmarks import DATA, BenchmarkLoad, load_eval_benchmark, parse_shard
-from pra.prompts import DIRECT_PREFIX, copies_example, policy_messages, policy_prompt_id
+from pra.prompts import DIRECT_PREFIX, LEGACY_POLICY_PROMPTS, copies_example, policy_messages, policy_prompt_id
 from pra.readouts import best_letter, read_letters
 from pra.records import JsonlWriter, read_records
 from pra.selection import asking_order, questions_asked, split_id
@@ -40,16 +40,6 @@ if TYPE_CHECKING:
 PULSE_METHODS = {"pulse-front": "front", "pulse-step": "step", "ircot": "ircot"}
 METHODS = ("direct", "cot", "sc", "rag", "rag-sc", "qwc", "pra", *PULSE_METHODS)
 QWC_POOL = DATA / "qwc_pool.jsonl"     # the shipped pool (its source: eval/data/README.md)
-
-
-# The policy prompt's id (``pra.prompts.policy_prompt_id``) that run folders written before configs held
-# one were made with, by chat template and prompt kind: one worked example (scurvy, C) for base models.
-LEGACY_POLICY_PROMPTS = {
-    (True, "direct"): "chat-e234f1a88150", (True, "steps"): "chat-f3f131e31279",
-    (True, "docs"): "chat-f30414e82ea1", (True, "examples"): "chat-580cc7c69e60",
-    (False, "direct"): "base-a704934fa996", (False, "steps"): "base-1c418ddc373f",
-    (False, "docs"): "base-2aaba42f5026", (False, "examples"): "base-d0b65639ab58",
-}
 
 
 def prompt_kind(method: str) -> str:

@@ -31,7 +31,8 @@ from tqdm import tqdm
 from pra.benchmarks import EVAL_BENCHMARKS, load_benchmark, load_eval_benchmark, parse_shard
 from pra.backends import load_policy
 from pra.backends.base import LMBackend
-from pra.prompts import forced_answer_suffix, format_documents, format_question, policy_messages, steps_prefix
+from pra.prompts import (LEGACY_POLICY_PROMPTS, forced_answer_suffix, format_documents, format_question,
+                         policy_messages, policy_prompt_id, steps_prefix)
 from pra.readouts import Prompt, read_letters
 from pra.records import JsonlWriter, read_records
 from pra.steps import extract_answer
@@ -324,15 +325,28 @@ def goldprob_reader(cfg: LabelConfig, policy: LMBackend) -> LMBackend:
 
 # Settings that choose the questions or pace the work; a resumed run may change them, not the others.
 PACING = {"limit", "shard", "batch_size", "max_active", "chunk"}
+# What label_config.json holds beside the LabelConfig fields.
+RECORDED = ("purpose", "policy_prompt")
+# The policy's prompts a label set's teachers read: its traces' steps, and the steps after passages.
+LABEL_PROMPT_KINDS = ("steps", "docs")
 
 
-def _check_settings(path: Path, cfg: LabelConfig, purpose: str) -> None:
-    """Refuse to resume with other labelling settings: the file would mix two kinds of label. Labels
-    of evaluation sets carry ``purpose: detection``, which probe training refuses."""
+def _check_settings(path: Path, cfg: LabelConfig, purpose: str, chat: bool) -> None:
+    """Refuse to resume with other labelling settings or another policy prompt (``chat``: whether the
+    policy has a chat template): the file would mix two kinds of label. A label set written before its
+    config held the prompt was made with ``LEGACY_POLICY_PROMPTS``. Labels of evaluation sets carry
+    ``purpose: detection``, which probe training refuses."""
     label_settings = lambda d: {k: v for k, v in d.items() if k not in PACING}
-    now = {**({"purpose": purpose} if purpose == "detection" else {}), **json.loads(json.dumps(asdict(cfg)))}
-    if path.exists() and label_settings(json.loads(path.read_text())) != label_settings(now):
-        raise UserError(f"{path.parent} holds labels made with other settings; resume with the same ones or use a new out")
+    prompts = {kind: policy_prompt_id(chat, kind) for kind in LABEL_PROMPT_KINDS}
+    now = {**({"purpose": purpose} if purpose == "detection" else {}), **json.loads(json.dumps(asdict(cfg))),
+           "policy_prompt": prompts}
+    if path.exists():
+        old = {"policy_prompt": {kind: LEGACY_POLICY_PROMPTS[chat, kind] for kind in LABEL_PROMPT_KINDS},
+               **json.loads(path.read_text())}
+        changed = sorted(k for k in label_settings(old).keys() | label_settings(now).keys() if old.get(k) != now.get(k))
+        if changed:
+            raise UserError(f"{path.parent} holds labels made with other settings ({', '.join(changed)}); "
+                            "resume with the same ones or use a new out")
     path.write_text(json.dumps(now, indent=2))
 
 
@@ -355,8 +369,8 @@ def run_label(cfg: LabelConfig, policy: LMBackend | None = None, judge: LMBacken
     questions = {q.id: q for q in load(cfg.benchmark, limit=cfg.limit, shard=shard).questions}
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    _check_settings(out / "label_config.json", cfg, purpose)
     policy = policy or _backend(cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size)
+    _check_settings(out / "label_config.json", cfg, purpose, policy.has_chat_template)
     generate_traces(cfg, policy, list(questions.values()), out / "traces.jsonl")
     if "judge" in cfg.teachers and judge is None:
         same = (cfg.judge, cfg.judge_backend, cfg.judge_base_url) == (cfg.policy, cfg.backend, cfg.base_url)

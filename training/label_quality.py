@@ -41,7 +41,7 @@ from pra.steps import extract_answer
 from pra.types import Question
 from training.config import LabelConfig
 from training.evaluate_agent import _auroc, question_bootstrap
-from training.label import LABEL_KEYS, _backend, continuations
+from training.label import LABEL_KEYS, RECORDED, _backend, continuations
 
 SCORES = {"judge": "m_docs", "rollout": "soft_label", "goldprob": "goldprob_dp"}
 REFERENCES = ("value", "rise")
@@ -81,7 +81,7 @@ def build_reference(folder: Path, questions: int | None, rollouts: int, seed: in
     for needed in (settings, traces):
         if not needed.is_file():
             raise MissingFile(f"{needed}: pra label writes it (the policy to roll out, the traces)")
-    data = {k: v for k, v in json.loads(settings.read_text()).items() if k != "purpose"}
+    data = {k: v for k, v in json.loads(settings.read_text()).items() if k not in RECORDED}
     cfg = replace(LabelConfig(**data), seed=seed)     # another seed: rotation 0 must not repeat the rollout teacher
     chosen = list(read_records(traces))[:questions]
     known = {q.id: q for q in load_benchmark(cfg.benchmark, limit=cfg.limit).questions}
