@@ -300,6 +300,14 @@ def run_question(q: Question, cfg: EvalConfig) -> Trace:
     return trace
 
 
+def searches(record: dict[str, Any]) -> int:
+    """Retrievals a record's question cost: counted by the engine for PRA and PULSE; RAG and RAG+SC
+    retrieve once per question, before it (its passages' titles are the record's ``context``)."""
+    if record["method"] in ("rag", "rag-sc"):
+        return 1 if record.get("context") else 0
+    return record.get("stats", {}).get("searches", 0)
+
+
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     """n, accuracy and costs over unique question ids (a repeated id counts once, as first written)."""
     records = list({str(r["id"]): r for r in reversed(records)}.values())
@@ -309,7 +317,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"n": n, "accuracy": acc, "stderr": clustered_stderr(records), **letter_stats(records),
             "forced": sum(r["forced"] for r in records), "tokens_per_question": mean("tokens"),
             "seconds_per_question": mean("seconds"),
-            "searches_per_question": sum(r.get("stats", {}).get("searches", 0) for r in records) / n if n else 0.0,
+            "searches_per_question": sum(searches(r) for r in records) / n if n else 0.0,
             "skipped_too_long": sum("skipped" in r for r in records),
             # records whose steps repeat a base-model prompt's worked example (pra.prompts.copies_example)
             "copied_example": sum(copies_example([s["text"] for s in r.get("steps", [])]) for r in records)}

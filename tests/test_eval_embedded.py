@@ -73,9 +73,10 @@ def test_rag_puts_retrieved_passages_before_the_question(smollm2, tmp_path):
     from corpora.retrieval import load_retriever
 
     cfg = EvalConfig(method="rag", limit=1, out=str(tmp_path), rag_docs=2, search=SMALL)
-    run_eval(cfg, policy=smollm2, retriever=load_retriever("medcorp-mini", mode="bm25"))
+    summary = run_eval(cfg, policy=smollm2, retriever=load_retriever("medcorp-mini", mode="bm25"))
     (r,) = records(tmp_path)
     assert len(r["context"]) == 2 and r["prediction"] in "ABCD"
+    assert summary["searches_per_question"] == 1      # one retrieval per question, before it
 
 
 @pytest.fixture(scope="module")
