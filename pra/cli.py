@@ -330,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--labels", help="labels.jsonl from `pra label`")
     p.add_argument("--out", help="folder: the agent (adapter), checkpoints/, log.jsonl, metrics.json")
     p.add_argument("--base", help="backbone: embedded name or hub id")
-    p.add_argument("--reward-label", dest="reward_label", help="judge | rollout | soft | goldprob | goldprob_soft")
+    p.add_argument("--reward-label", dest="reward_label", help="judge | rollout | soft | goldprob | goldprob_soft | evidence")
     p.add_argument("--search-label", dest="search_label", help="always | margin")
     p.add_argument("--full", dest="lora", action="store_false", default=None, help="full fine-tuning, not LoRA")
     p.add_argument("--lr", type=float)

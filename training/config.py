@@ -54,7 +54,7 @@ class TrainConfig:
     labels: str = "runs/labels/labels.jsonl"
     out: str = "runs/agent"
     base: str = "smollm2-135m-instruct"  # registry name or hub id: what the adapter records as its base
-    reward_label: str = "judge"          # judge | rollout | soft (the rollout share as a soft target) | goldprob | goldprob_soft
+    reward_label: str = "judge"          # judge | rollout | soft (the rollout share as a soft target) | goldprob | goldprob_soft | evidence
     search_label: str = "always"         # always (the paper's main setting) | margin (median |dm|, judge's or goldprob's)
     always_without_docs: bool = True     # always: each step's prompt without documents too (training.dataset)
     lora: bool = True                    # False: full fine-tuning

@@ -37,7 +37,8 @@ from training.label import with_search_labels
 from pra.errors import UserError
 
 REWARD_LABELS = {"judge": "judge_label", "rollout": "rollout_label", "soft": "soft_label",
-                 "goldprob": "goldprob_label", "goldprob_soft": "goldprob_soft"}
+                 "goldprob": "goldprob_label", "goldprob_soft": "goldprob_soft",
+                 "evidence": "evidence_label"}      # training.evidence_check: the planted-signal set
 SEARCH_LABELS = ("always", "margin")
 EARLIER_REWARDS = False     # the prompt variant of the agents trained here (module docstring)
 
