@@ -225,6 +225,8 @@ def main() -> None:
     ap.add_argument("--search-label", dest="search_label")
     ap.add_argument("--val-fraction", dest="val_fraction", type=float)
     ap.add_argument("--seed", type=int)
+    ap.add_argument("--always-without-docs", dest="always_without_docs", action=argparse.BooleanOptionalAction,
+                    help="always search labels: also read each step without its documents (default: the recipe's)")
     ap.add_argument("--backbone", help="the untrained model to compare with (default: the adapter's base)")
     ap.add_argument("--out", type=Path, help="write the metrics here as JSON (default: print only)")
     a = ap.parse_args()
