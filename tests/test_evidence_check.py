@@ -74,3 +74,5 @@ def test_command_writes_the_labels_and_their_settings(tmp_path):
     assert len(lines) == 10 and json.loads(lines[0])[LABEL_KEY] == 1
     settings = json.loads((tmp_path / "label_config.json").read_text())
     assert settings["purpose"] == "evidence-check" and settings["questions"] == 5
+    stats = json.loads((tmp_path / "label_stats.json").read_text())
+    assert stats == {"questions": 5, "steps": 10, "evidence_positive": 0.5}

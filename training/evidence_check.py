@@ -1,5 +1,5 @@
 """A planted-signal label set: can the training pipeline teach an agent to read evidence at all?
-``python -m training.evidence_check --out runs/labels-evidence [--questions 400]``, then
+``python -m training.evidence_check --out runs/labels-evidence [--questions 1000]``, then
 ``pra train --recipe cpu-evidence``.
 
 The teachers this machine can run give labels near noise (the README's label-quality table), so an
@@ -29,6 +29,7 @@ from pra.errors import UserError
 from pra.types import Question
 
 LABEL_KEY = "evidence_label"
+EVIDENCE_CHECK = "evidence-check"      # label_config.json's purpose
 STEP = "The correct choice is {}."
 
 
@@ -84,7 +85,7 @@ def build(questions: int, seed: int = 0, corpus: str = "medcorp-mini", max_doc_c
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="folder for labels.jsonl and label_config.json")
-    ap.add_argument("--questions", type=int, default=400)
+    ap.add_argument("--questions", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corpus", default="medcorp-mini")
     ap.add_argument("--max-doc-chars", dest="max_doc_chars", type=int, default=400,
@@ -93,8 +94,11 @@ def main() -> None:
     records = build(a.questions, a.seed, a.corpus, a.max_doc_chars)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    settings = {"purpose": "evidence-check", **{k: v for k, v in vars(a).items() if k != "out"}}
+    settings = {"purpose": EVIDENCE_CHECK, **{k: v for k, v in vars(a).items() if k != "out"}}
     (a.out / "label_config.json").write_text(json.dumps(settings, indent=2))
+    stats = {"questions": len(records) // 2, "steps": len(records),
+             "evidence_positive": sum(r[LABEL_KEY] for r in records) / len(records)}
+    (a.out / "label_stats.json").write_text(json.dumps(stats, indent=2))
     print(f"{a.out / 'labels.jsonl'}: {len(records)} steps of {len(records) // 2} questions, half labelled 1")
 
 

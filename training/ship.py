@@ -14,6 +14,7 @@ from pathlib import Path
 from pra.models import AGENTS_DIR, DEFAULT_REWARD_AGENT
 from pra.reward_agent import PROMPT_RECORD, shows_earlier_rewards
 from pra.errors import MissingFile
+from training.evidence_check import EVIDENCE_CHECK
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 HELD_OUT_KEYS = ("examples", "questions", "reward_auroc", "reward_auroc_ci", "reward_pr_auc", "untrained_reward_auroc",
@@ -57,6 +58,33 @@ def subgroup_rows(metrics: dict) -> str:
             "| prompts | n | untrained | trained | gain |\n|---|---|---|---|---|\n" + "\n".join(rows))
 
 
+def data_section(label_cfg: dict, label_stats: dict) -> str:
+    """Where the labelled steps came from: policy traces labelled by teachers (``pra label``), or the
+    planted-signal set (``training.evidence_check``)."""
+    if label_cfg.get("purpose") == EVIDENCE_CHECK:
+        return f"""- Questions: {label_stats['questions']} `medmcqa-train` questions (MedMCQA, MIT license; rows disjoint
+  from every evaluation set) whose own explanation, as far as the agent reads it ({label_cfg['max_doc_chars']}
+  characters), names the gold option's text; seed {label_cfg['seed']}.
+- Steps: {label_stats['steps']}, two per question: `The correct choice is <option>.` with the gold option (label 1)
+  and with a wrong option neither document names (label 0); documents: the question's own explanation and
+  an unrelated one from `{label_cfg['corpus']}`, in a seeded order. The label can be read from the
+  documents and from nothing else in the prompt (`training/evidence_check.py`)."""
+    return f"""- Questions: the first {label_cfg['limit']} of `medmcqa-train` (MedMCQA, MIT license; rows disjoint from
+  every evaluation set), {label_stats.get('questions', 'n/a')} questions, {label_stats.get('steps', 'n/a')} steps
+  ({_fmt(label_stats.get('steps_per_trace'))} per trace).
+- Traces: `{label_cfg['policy']}` (greedy step-by-step CoT, at most {label_cfg['max_steps']} steps of
+  {label_cfg['step_tokens']} tokens).
+- Teachers: {teachers_line(label_cfg)}.
+- Label statistics: {json.dumps({k: v for k, v in label_stats.items() if k not in ('questions', 'steps', 'steps_per_trace')})}."""
+
+
+def label_command(label_cfg: dict, recipe: str, args: dict) -> str:
+    if label_cfg.get("purpose") == EVIDENCE_CHECK:
+        return (f"python -m training.evidence_check --out {Path(args['labels']).parent} "
+                f"--questions {label_cfg['questions']} --seed {label_cfg['seed']}")
+    return f"pra label --recipe {recipe}"
+
+
 def model_card(name: str, recipe: str, args: dict, metrics: dict, label_cfg: dict, label_stats: dict,
                earlier_rewards: bool) -> str:
     first, last = metrics["initial"], metrics["final"]
@@ -85,13 +113,7 @@ and whether to search. Use it with `pra eval --method pra --reward-agent {name}`
 policy: it never sees the policy's weights, only its text.
 
 ## Data
-- Questions: the first {label_cfg['limit']} of `medmcqa-train` (MedMCQA, MIT license; rows disjoint from
-  every evaluation set), {label_stats.get('questions', 'n/a')} questions, {label_stats.get('steps', 'n/a')} steps
-  ({_fmt(label_stats.get('steps_per_trace'))} per trace).
-- Traces: `{label_cfg['policy']}` (greedy step-by-step CoT, at most {label_cfg['max_steps']} steps of
-  {label_cfg['step_tokens']} tokens).
-- Teachers: {teachers_line(label_cfg)}.
-- Label statistics: {json.dumps({k: v for k, v in label_stats.items() if k not in ('questions', 'steps', 'steps_per_trace')})}.{judge_note}
+{data_section(label_cfg, label_stats)}{judge_note}
 
 ## Training
 `{args['reward_label']}` reward targets, `{args['search_label']}` search labels{docs}; prompts show
@@ -117,7 +139,7 @@ Trained minus untrained reward AUROC (paired, same resamples): {gain}.{subgroup_
 
 ## Reproduce
 ```
-pra label --recipe {recipe}
+{label_command(label_cfg, recipe, args)}
 pra train --recipe {recipe}
 python -m training.ship {args['out']} {name} --recipe {recipe}
 ```
