@@ -303,7 +303,7 @@ def run_question(q: Question, cfg: EvalConfig) -> Trace:
 def searches(record: dict[str, Any]) -> int:
     """Retrievals a record's question cost: counted by the engine for PRA and PULSE; RAG and RAG+SC
     retrieve once per question, before it (its passages' titles are the record's ``context``)."""
-    if record["method"] in ("rag", "rag-sc"):
+    if record.get("method") in ("rag", "rag-sc"):
         return 1 if record.get("context") else 0
     return record.get("stats", {}).get("searches", 0)
 
