@@ -47,3 +47,26 @@ def test_the_always_search_agent_learned_to_ask_for_evidence(smollm2):
     base = RewardAgent(smollm2).score(requests(1)[:2])
     assert all(0.0 < r.reward < 1.0 for r in tuned)
     assert all(t.action > 0.5 for t in tuned) and all(b.action < 0.5 for b in base)
+
+
+def test_the_evidence_agent_checks_a_step_against_its_documents(smollm2, tmp_path):
+    """pra-smollm2-evidence (training.evidence_check, recipe cpu-evidence), on 12 of the questions its
+    training held out: with the question's own explanation among the documents it rewards the step that
+    names the gold option above the one naming a wrong option, where its backbone does not; without the
+    documents the two steps look alike to it."""
+    from dataclasses import replace
+
+    from training.dataset import load_examples, split_by_question
+    from training.evidence_check import build
+
+    labels = tmp_path / "labels.jsonl"           # the recipe's label set and validation split
+    labels.write_text("".join(json.dumps(r) + "\n" for r in build(1000, seed=0)))
+    held_out = split_by_question(load_examples(labels, "evidence", "always", without_docs=False), 0.2, seed=0)[1]
+    with_docs = [e.request for e in held_out[:24]]
+    assert [e.reward for e in held_out[:24]] == [1.0, 0.0] * 12
+    without = [replace(r, docs=()) for r in with_docs]
+    tuned, base = load_reward_agent("pra-smollm2-evidence"), RewardAgent(smollm2)
+    margins = lambda agent, reqs: [g.reward - w.reward for g, w in zip(*[iter(agent.score(reqs))] * 2)]
+    read, unread, backbone = margins(tuned, with_docs), margins(tuned, without), margins(base, with_docs)
+    assert sum(m > 0 for m in read) >= 11 and sum(m > 0 for m in backbone) <= 9
+    assert sum(abs(m) for m in unread) < 0.5 * sum(abs(m) for m in read)
