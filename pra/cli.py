@@ -334,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--search-label", dest="search_label", help="always | margin")
     p.add_argument("--full", dest="lora", action="store_false", default=None, help="full fine-tuning, not LoRA")
     p.add_argument("--lr", type=float)
+    p.add_argument("--lora-r", dest="lora_r", type=int, help="LoRA rank")
+    p.add_argument("--lora-targets", dest="lora_targets", type=lambda v: [t for t in v.split(",") if t],
+                   help="comma-separated module names LoRA adapts, e.g. q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
     p.add_argument("--epochs", type=int)
     p.add_argument("--max-steps", dest="max_steps", type=int, help="optimizer steps at most")
     p.add_argument("--batch-size", dest="batch_size", type=int)

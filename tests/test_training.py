@@ -215,3 +215,21 @@ def test_ship_copies_the_adapter_with_a_card_written_from_the_run(trained, label
     assert load_reward_agent(str(folder)).backend.name == "smollm2-135m-instruct"
     with pytest.raises(FileNotFoundError, match="adapter_config.json"):
         ship_module.ship(tmp_path / "no-run", "x", "cpu")
+
+
+def test_lora_targets_come_from_the_command_line_and_unknown_ones_are_named(labels, tmp_path, capsys):
+    """`pra train --lora-targets` (the planted-signal recipe adapts every linear layer) reaches the adapter;
+    a name the backbone lacks is a one-line error listing the linear layers it has."""
+    from pra.cli import main
+
+    out = tmp_path / "agent"
+    args = ["train", "--recipe", "cpu", "--labels", str(labels), "--out", str(out), "--max-steps", "1",
+            "--search-label", "margin", "--lora-r", "4"]
+    main(args + ["--lora-targets", "q_proj,up_proj"])
+    adapter = json.loads((out / "adapter_config.json").read_text())
+    assert set(adapter["target_modules"]) == {"q_proj", "up_proj"} and adapter["r"] == 4
+    with pytest.raises(SystemExit) as exit_info:
+        main(args + ["--out", str(tmp_path / "other"), "--lora-targets", "q_proj,qkv_proj"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "lora_targets" in err and "qkv_proj" in err and "down_proj" in err
+    assert "Traceback" not in err
