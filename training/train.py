@@ -60,9 +60,10 @@ def with_adapter(model, cfg: TrainConfig):
     from peft import LoraConfig, get_peft_model
 
     linear = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
-    if unknown := [t for t in cfg.lora_targets if t not in linear]:
-        raise UserError(f"lora_targets: {cfg.base} has no linear layer named {', '.join(unknown)} "
-                        f"(its linear layers: {', '.join(linear)})")
+    unknown = [t for t in cfg.lora_targets if t not in linear]
+    if unknown or not cfg.lora_targets:
+        problem = f"{cfg.base} has no linear layer named {', '.join(unknown)}" if unknown else "none given"
+        raise UserError(f"lora_targets: {problem} (its linear layers: {', '.join(linear)})")
     model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                                              target_modules=list(cfg.lora_targets), task_type="CAUSAL_LM"))
     # The registry name, not the local cache folder, so that the adapter resolves on any machine.
