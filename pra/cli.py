@@ -10,6 +10,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from pra.errors import UserError
+from pra.records import NO_SPACE
 from pra.models import DEFAULT_REWARD_AGENT
 
 
@@ -445,7 +446,12 @@ def run_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"pra {args.command}: interrupted", file=sys.stderr)
         return 130
-    except Exception:
+    except Exception as err:
+        if isinstance(err, OSError) and err.errno in NO_SPACE:     # a full disk outside a records file
+            print(f"pra {args.command}: error: {err.filename or 'a file'}: no space left on the device "
+                  f"({err.strerror}); free some space and rerun the same command: finished records are kept",
+                  file=sys.stderr)
+            return 2
         traceback.print_exc()
         print(f"pra {args.command}: this is a bug in pra, not in your input; please report it, with the command "
               "and the traceback above, on the issue tracker of the repository pra came from", file=sys.stderr)
