@@ -11,10 +11,11 @@ import pytest
 
 from pra.benchmarks import (BENCHMARKS, DATA, EVAL_BENCHMARKS, BenchmarkError, load_benchmark,
                              load_eval_benchmark, parse_shard)
+from tests.conftest import SHARED_DATA
 
 COUNTS = {"medqa": 100, "medmcqa-eval": 1183, "medmcqa-train": 3000, "mmlu-med": 1089, "pubmedqa": 500,
           "bioasq": 618}
-SHARED_BIOASQ = Path("/work/shared/data/benchmarks/bioasq")
+SHARED_BIOASQ = SHARED_DATA / "benchmarks" / "bioasq"
 
 
 def first_row_text(name: str) -> str:
@@ -163,7 +164,7 @@ def test_eval_refuses_training_split(tmp_path):
     assert len(load_eval_benchmark("medmcqa-eval", limit=10).questions) == 10
 
 
-@pytest.mark.skipif(not SHARED_BIOASQ.is_dir(), reason="BioASQ originals not at hand")
+@pytest.mark.requires("shared-data", SHARED_BIOASQ.is_dir(), f"BioASQ originals not at {SHARED_BIOASQ} (set PRA_DATA)")
 def test_bioasq_file_reproduces(tmp_path):
     out = tmp_path / "bioasq_yesno.json"
     subprocess.run([sys.executable, str(DATA / "make_bioasq_yesno.py"), str(SHARED_BIOASQ), str(out)],

@@ -13,7 +13,7 @@ from corpora.chunking import Chunking, Dedup, _tokenizer, chunk, chunk_text, doc
 from corpora.types import Passage
 
 BENCH = DATA_DIR / "benchmarks"
-needs_data = pytest.mark.skipif(not BENCH.exists(), reason="shared data not present")
+needs_data = pytest.mark.requires("shared-data", BENCH.exists(), f"shared data not present at {DATA_DIR} (set PRA_DATA)")
 
 
 @needs_data

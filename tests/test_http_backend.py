@@ -11,7 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is not installed: pip install 'pra[server]'")
+from tests.conftest import require, require_module  # noqa: E402
+
+require_module("llama_cpp.server", "llamacpp", "llama-cpp-python[server] is not installed: pip install 'pra[server]'")
 
 from pra.backends.base import SamplingParams  # noqa: E402
 from pra.backends.openai_backend import OpenAIBackend, ServerError  # noqa: E402
@@ -26,9 +28,9 @@ MODEL = "smollm2-135m-instruct"
 def llama_server(tmp_path_factory):
     from pra import models
     try:
-        gguf = models._gguf_path(models.EMBEDDED[MODEL])
+        gguf = models.gguf_path(models.EMBEDDED[MODEL])
     except models.ModelNotAvailable as err:
-        pytest.skip(str(err))
+        require("llamacpp", f"the SmolLM2 GGUF llama.cpp serves: {err}")
     port = free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
                "--port", str(port), "--n_ctx", "2048", "--chat_format", "chatml",

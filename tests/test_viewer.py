@@ -28,8 +28,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--virtual-time-budget=5000")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
-                                    "(Debian: apt-get install chromium); the page is checked in a real browser")
+needs_chromium = pytest.mark.requires("chromium", CHROMIUM is not None, "headless Chromium not installed "
+                                      "(Debian: apt-get install chromium); the page is checked in a real browser")
 
 
 def scripted_run(tmp_path: Path) -> Path:

