@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pra.benchmarks import load_eval_benchmark
+from pra.benchmarks import content_hash, load_eval_benchmark
 from pra.selection import questions_asked
 from eval.run import summarize
 from eval.run_folder import check_records
@@ -47,6 +47,8 @@ def _check_configs(shards: list[Path], configs: list[dict[str, Any]]) -> None:
     first = configs[0]
     for shard, cfg in zip(shards[1:], configs[1:]):
         for key in sorted(set(first) | set(cfg)):
+            if key == "benchmark_hash" and (key not in first or key not in cfg):
+                continue                 # a shard written before configs held it: its ids are checked instead
             if key not in FREE_FIELDS and first.get(key) != cfg.get(key):
                 raise MergeError(f"{shard / 'config.json'}: field {key!r} is {cfg.get(key)!r}, but "
                                  f"{shards[0] / 'config.json'} has {first.get(key)!r}")
@@ -62,15 +64,27 @@ def _asked(cfg: dict[str, Any]) -> str:
     return f"{chosen}, options {cfg.get('permute', 'none')}"
 
 
-def merge_shards(out: Path, shards: list[Path]) -> Merged:
+def merge_shards(out: Path, shards: list[Path], allow_different: bool = False, warn=None) -> Merged:
+    """Join ``shards`` into ``out``. The benchmark as it is now must hold what the shards ran on (their
+    configs' ``benchmark_hash``); ``allow_different`` merges anyway, ``warn`` getting what differs."""
     if not shards:
         raise MergeError("give at least one shard folder")
     if (out / "records.jsonl").exists():
         raise MergeError(f"{out / 'records.jsonl'} exists; merge into a new folder")
     configs = [_config(s) for s in shards]
+    for shard, c in zip(shards, configs):
+        if not isinstance(c, dict) or not isinstance(c.get("benchmark"), str):
+            raise MergeError(f"{shard / 'config.json'}: not a run config (no 'benchmark' field)")
     _check_configs(shards, configs)
-    cfg = configs[0]
+    cfg = next((c for c in configs if c.get("benchmark_hash")), configs[0])
     load = load_eval_benchmark(cfg["benchmark"], skip_bad=cfg.get("skip_bad", False))
+    if cfg.get("benchmark_hash") and cfg["benchmark_hash"] != content_hash(load.questions):
+        why = (f"{cfg['benchmark']} now holds other questions (hash {content_hash(load.questions)}) than when the "
+               f"shards ran (hash {cfg['benchmark_hash']})")
+        if not allow_different:
+            raise MergeError(f"{why}; use --allow-different to merge anyway")
+        if warn is not None:
+            warn(f"--allow-different: {why}")
     # What the whole run asks (first N or seeded sample, each under its rotations): the shards' union.
     questions = questions_asked(load.questions, limit=cfg.get("limit"), sample=cfg.get("sample"),
                                 seed=cfg.get("seed", 0), permute=cfg.get("permute", "none"))

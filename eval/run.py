@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tqdm import tqdm
 
 from pra.models import DEFAULT_REWARD_AGENT
-from pra.benchmarks import DATA, BenchmarkLoad, load_eval_benchmark, parse_shard
+from pra.benchmarks import DATA, BenchmarkLoad, content_hash, load_eval_benchmark, parse_shard
 from pra.prompts import DIRECT_PREFIX, LEGACY_POLICY_PROMPTS, copies_example, policy_messages, policy_prompt_id
 from pra.readouts import best_letter, read_letters
 from pra.records import JsonlWriter, read_records
@@ -337,7 +337,7 @@ def run_with_parts(cfg: EvalConfig, parts: Parts, force_new: bool = False) -> di
     check_eval_config(cfg, loaded=[name for name, part in brought.items() if part is not None])
     shard = parse_shard(cfg.shard) if cfg.shard else None
     load = load_eval_benchmark(cfg.benchmark, skip_bad=cfg.skip_bad)
-    total = len(load.questions)
+    total, benchmark_hash = len(load.questions), content_hash(load.questions)
     load = replace(load, questions=questions_asked(load.questions, limit=cfg.limit, sample=cfg.sample,
                                                    seed=cfg.seed, shard=shard, permute=cfg.permute))
     if load.skipped_rows:
@@ -348,7 +348,7 @@ def run_with_parts(cfg: EvalConfig, parts: Parts, force_new: bool = False) -> di
 
     chat = parts.policy.has_chat_template if parts.policy is not None else has_chat_template(cfg.policy)
     kind = prompt_kind(cfg.method)
-    config = {**asdict(cfg), "policy_prompt": policy_prompt_id(chat, kind)}
+    config = {**asdict(cfg), "policy_prompt": policy_prompt_id(chat, kind), "benchmark_hash": benchmark_hash}
     with open_run_folder(Path(cfg.out), config, force_new,
                          assumed={"policy_prompt": LEGACY_POLICY_PROMPTS[chat, kind]}) as fp:
         return _run_questions(cfg, load, parts, fp, total)

@@ -18,11 +18,13 @@ from typing import Any, Iterable, Iterator
 from pra.errors import UserError
 from pra.folder_lock import exclusive
 from pra.records import read_records
+from pra.redact import redact_config
 
 # Fields that do not change a run's results: where it writes, which share of the questions it takes, how
 # many at once, and the throughput knobs. Every other config field, present or future, is in the fingerprint.
 NO_EFFECT = frozenset({"out", "shard", "limit", "max_active", "skip_bad", "batch_size", "base_url", "agent_base_url",
-                       "fingerprint", "show"})
+                       "fingerprint", "show",
+                       "benchmark_hash"})   # what the benchmark held (for compare and merge), not a setting
 PULSE = ("pulse-front", "pulse-step", "ircot")
 # Fields only some methods read: for the other methods they are not part of the fingerprint, so that a new
 # default (another default reward agent, say) leaves every CoT or direct run resumable.
@@ -148,5 +150,6 @@ def open_run_folder(out: Path, config: dict[str, Any], force_new: bool = False,
                 _set_aside(out)
             elif records_fp not in (None, fp):
                 _restamp(out / "records.jsonl", records, fp)
-        (out / "config.json").write_text(json.dumps({**config, "fingerprint": fp}, indent=2))
+        # stored without credentials (a --base-url's user:KEY@ or ?token=); resumes read the flags, not this
+        (out / "config.json").write_text(json.dumps(redact_config({**config, "fingerprint": fp}), indent=2))
         yield fp

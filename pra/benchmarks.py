@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -19,6 +20,9 @@ from pra.types import Question
 
 DATA = Path(__file__).parents[1] / "eval" / "data"   # the shipped copies, with their licenses
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# The ids --permute gives rotated questions (``ID@rN``, pra.selection): a benchmark's own id may not look
+# like one, or a rotation of one question would share its id with another question.
+ROTATION_ID = re.compile(r"@r[0-9]+$")
 
 # name -> (format, file); the shipped copies, see eval/data/README.md
 BENCHMARKS: dict[str, tuple[str, Path]] = {
@@ -296,26 +300,39 @@ def load_benchmark(name_or_path: str, *, limit: int | None = None, shard: tuple[
         raise BenchmarkError(f"benchmark file not found: {path}")
     read, parse = FORMATS[fmt]
     questions: list[Question] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}          # id -> where it was first read
     skipped: list[str] = []
     for where, fallback_id, raw in read(path, name):
         try:
             question = parse(raw, fallback_id, name)
             if question is not None and question.id in seen:
-                raise _Bad("id", f"duplicate {question.id!r}")
+                raise _Bad("id", f"duplicate {question.id!r}, already at {seen[question.id]}")
+            if question is not None and ROTATION_ID.search(question.id):
+                raise _Bad("id", f"{question.id!r} ends like a rotated question's id (ID@rN, written by --permute); "
+                                 "rename it")
         except _Bad as bad:
             if not skip_bad:
                 raise BenchmarkError(f"{where}: {bad}") from None
             skipped.append(f"{where}: {bad}")
             continue
         if question is not None:
-            seen.add(question.id)
+            seen[question.id] = where
             questions.append(question)
     questions = questions[:limit]
     if shard is not None:
         i, n = _check_shard(shard)
         questions = questions[i::n]
     return BenchmarkLoad(name, questions, skipped, path)
+
+
+def content_hash(questions: list[Question]) -> str:
+    """A hash of a question set's content (ids, texts, options, gold letters; not their order): what a run
+    config stores as ``benchmark_hash``, so that ``pra compare`` and ``pra merge`` can tell two runs of the
+    same questions from two runs of different files that happen to share a name or ids."""
+    import hashlib
+
+    rows = sorted(json.dumps([q.id, q.question, q.options, q.answer], ensure_ascii=False) for q in questions)
+    return hashlib.sha256("\n".join(rows).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 @cache

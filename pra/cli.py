@@ -56,7 +56,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
     if args.suite:
         from eval.suite import run_suite
         given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
-                 if v not in (None, False) and k not in ("suite", "shard", "func", "command", "recipe_default")]
+                 if v not in (None, False) and k not in ("suite", "shard", "func", "command", "recipe_default", *SERVER_FLAGS)]
         if given:
             raise UserError(f"--suite: runs take their settings from the suite file; drop {' '.join(given)}")
         for s in run_suite(args.suite, args.shard):
@@ -114,9 +114,13 @@ def cmd_search(args: argparse.Namespace) -> None:
     from eval.run import run_question
     from pra.types import Question
 
+    from pra.benchmarks import LETTERS
+
     if len(args.option) < 2:
         raise UserError("--option: give at least two (they become A, B, C, ...)")
-    q = Question("user", args.question, dict(zip("ABCDEFGHIJ", args.option)), "?", "user")
+    if len(args.option) > len(LETTERS):
+        raise UserError(f"--option: at most {len(LETTERS)} (A to Z), got {len(args.option)}")
+    q = Question("user", args.question, dict(zip(LETTERS, args.option)), "?", "user")
     cfg = _eval_config(args)
     t = run_question(q, cfg)
     for i, step in enumerate(t.best.steps, 1):
@@ -218,18 +222,42 @@ def cmd_report(args: argparse.Namespace) -> None:
 def cmd_compare(args: argparse.Namespace) -> None:
     from eval.compare import compare_runs, markdown
 
-    print(markdown(compare_runs(args.runs, seed=args.seed)))
+    warn = lambda line: print(f"pra compare: warning: {line}", file=sys.stderr)
+    print(markdown(compare_runs(args.runs, seed=args.seed, seeds=args.seeds, allow_different=args.allow_different,
+                                warn=warn)))
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
     from eval.merge import merge_shards
 
-    merged = merge_shards(args.out, args.shards)
+    warn = lambda line: print(f"pra merge: warning: {line}", file=sys.stderr)
+    merged = merge_shards(args.out, args.shards, allow_different=args.allow_different, warn=warn)
     s = merged.summary
     print(f"merged {merged.records} records into {merged.out}: accuracy {s['accuracy']:.3f} ± {s['stderr']:.3f}")
     if merged.missing:
         shown = ", ".join(merged.missing[:5]) + (" ..." if len(merged.missing) > 5 else "")
         print(f"gaps: {len(merged.missing)} question(s) in no shard: {shown}")
+
+
+SERVER_FLAGS = ("connect_timeout", "read_timeout", "retries", "concurrency", "api_key_env")
+
+
+def _add_server_flags(p: argparse.ArgumentParser) -> None:
+    """How the openai backend waits on its server (pra.backends.openai_backend.ServerOptions)."""
+    p.add_argument("--connect-timeout", dest="connect_timeout", type=float, help="openai backend: seconds to connect (10)")
+    p.add_argument("--read-timeout", dest="read_timeout", type=float, help="openai backend: seconds to wait for a reply (120)")
+    p.add_argument("--retries", type=int, help="openai backend: retries of a failed request, a warning line each (4)")
+    p.add_argument("--concurrency", type=int,
+                   help="openai backend: requests at once (default: the server's slot count from /props, else 16)")
+    p.add_argument("--api-key-env", dest="api_key_env",
+                   help="openai backend: the environment variable holding the API key (default OPENAI_API_KEY)")
+
+
+def _server_options(args: argparse.Namespace) -> None:
+    from pra.backends.openai_backend import ServerOptions, set_server_options
+
+    given = {k: getattr(args, k) for k in SERVER_FLAGS if getattr(args, k, None) is not None}
+    set_server_options(ServerOptions(**given))
 
 
 def _add_eval_flags(p: argparse.ArgumentParser) -> None:
@@ -261,6 +289,7 @@ def _add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float)
     p.add_argument("--seed", type=int, help="of --sample, --permute balanced and sampled steps")
     p.add_argument("--readout", help="answers read from logits (direct, forced): argmax | permavg | calibrate")
+    _add_server_flags(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -324,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rollout-steps", dest="rollout_steps", type=int)
     p.add_argument("--batch-size", dest="batch_size", type=int)
     p.add_argument("--seed", type=int)
+    _add_server_flags(p)
     p.set_defaults(func=cmd_label)
 
     p = sub.add_parser("train", help="fine-tune the reward agent on teacher labels (resumable)")
@@ -413,11 +443,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", type=Path,
                    help="run folders, or error-injection results (FILE.json); every pair is compared")
     p.add_argument("--seed", type=int, default=0, help="of the bootstrap")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="repeat the bootstrap with N seeds (--seed onwards) and report how far the CI bounds move")
+    p.add_argument("--allow-different", dest="allow_different", action="store_true",
+                   help="compare runs of different benchmark content (refused otherwise), naming what differs")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("merge", help="join the run folders of a --shard i/n split into one run folder")
     p.add_argument("out", type=Path, help="the merged run folder (must not hold records yet)")
     p.add_argument("shards", nargs="+", type=Path, help="the shards' run folders")
+    p.add_argument("--allow-different", dest="allow_different", action="store_true",
+                   help="merge although the benchmark's content changed since the shards ran, naming what differs")
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("retrieve", help="print the passages a query retrieves")
@@ -434,10 +470,14 @@ def run_command(args: argparse.Namespace) -> int:
     """The error boundary: bad input (``UserError``, a file that is missing or unreadable) prints one line
     per problem and returns 2; anything else is a bug, shown with its traceback."""
     try:
+        if hasattr(args, "connect_timeout"):
+            _server_options(args)
         args.func(args)
     except UserError as err:
+        from pra.redact import redact_text
+
         for line in str(err).splitlines() or [type(err).__name__]:
-            print(f"pra {args.command}: error: {line}", file=sys.stderr)
+            print(f"pra {args.command}: error: {redact_text(line)}", file=sys.stderr)   # no user:KEY@ of a URL
         return 2
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as err:
         print(f"pra {args.command}: error: " + (f"{err.filename}: {err.strerror}" if err.filename else str(err)),

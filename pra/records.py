@@ -114,6 +114,7 @@ class JsonlWriter:
                 os.ftruncate(self._fd, start)   # no half record left behind
             except OSError:
                 pass                            # the reader drops it as a torn last line
+            self.close()                        # nothing more fits; a rerun opens the file afresh
             raise DiskFull(f"{self.path}: no space left on the device while writing a record ({err.strerror}); "
                            f"the {len(self.done)} record(s) before it are safe: free some space and rerun the same "
                            "command to resume") from None

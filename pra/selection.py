@@ -59,7 +59,7 @@ def rotate(q: Question, r: int) -> Question:
 def split_id(record_id: str) -> tuple[str, int]:
     """(question id, rotation) of a record id written by a permuted run."""
     base, mark, r = str(record_id).rpartition(ROTATION_MARK)
-    return (base, int(r)) if mark and r.isdigit() else (str(record_id), 0)
+    return (base, int(r)) if mark and r.isascii() and r.isdigit() else (str(record_id), 0)
 
 
 def by_record_id(questions: Sequence[Question]) -> dict[str, Question]:

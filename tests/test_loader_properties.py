@@ -104,3 +104,40 @@ def test_records_resume_and_a_torn_tail_is_dropped(records, tear):
         assert w.done == {r["id"] for r in written}
         w.write({"id": "next"})
     assert [r["id"] for r in read_records(path)] == [r["id"] for r in written] + ["next"]
+
+
+id_text = st.text(alphabet=st.sampled_from("ab@r01-_ µ"), min_size=1, max_size=8).filter(str.strip)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(id_text, min_size=1, max_size=8), st.sampled_from(["none", "balanced", "cyclic"]),
+       st.integers(0, 2**31 - 1), st.randoms(use_true_random=False))
+def test_ids_stay_unique_after_any_permutation(ids, permute, seed, rnd):
+    """Whatever ids a benchmark file holds (including ``q`` beside ``q@r1``) and in whatever row order:
+    it loads with unique ids or stops naming the row, and every permutation asks each (question,
+    rotation) once, under an id that maps back to its question."""
+    from pra.selection import questions_asked, split_id
+
+    rnd.shuffle(ids)
+    rows = [{"id": qid, "question": "q?", "options": ["x", "y", "z"], "answer": "A"} for qid in ids]
+    path = _write("".join(json.dumps(r) + "\n" for r in rows).encode(), ".jsonl")
+    try:
+        questions = load_benchmark(str(path)).questions
+    except BenchmarkError as err:
+        assert "duplicate" in str(err) or "rotated question's id" in str(err), err
+        assert len(str(err).splitlines()) == 1
+        return
+    asked = questions_asked(questions, seed=seed, permute=permute)
+    assert len({q.id for q in asked}) == len(asked) == len(questions) * (3 if permute == "cyclic" else 1)
+    assert {split_id(q.id)[0] for q in asked} == {q.id for q in questions}
+
+
+def test_duplicate_ids_name_both_lines_and_rotation_like_ids_are_refused(tmp_path):
+    row = lambda qid: json.dumps({"id": qid, "question": "q?", "options": ["x", "y"], "answer": "A"}) + "\n"
+    path = tmp_path / "dup.jsonl"
+    path.write_text(row("a") + row("b") + row("a"))
+    with pytest.raises(BenchmarkError, match=rf"dup.jsonl:3: field 'id' duplicate 'a', already at {path}:1"):
+        load_benchmark(str(path))
+    path.write_text(row("q") + row("q@r1"))
+    with pytest.raises(BenchmarkError, match=r"dup.jsonl:2: field 'id' 'q@r1' ends like a rotated question's id"):
+        load_benchmark(str(path))

@@ -211,7 +211,7 @@ def test_compare_pairs_two_agents_error_injection_results(tmp_path, capsys):
     b.write_text(json.dumps(cases([True, True, True, False])))
     bad.write_text(json.dumps({"cases": [{"id": "q1"}]}))
     main(["compare", str(a), str(b)])
-    row = capsys.readouterr().out.splitlines()[-1]
+    row = next(line for line in capsys.readouterr().out.splitlines() if str(b) in line)
     assert "| 4 (2) | 0.250 | 0.750 | +0.500" in row and "| 0 / 2 |" in row     # two questions, four cases
     with pytest.raises(SystemExit):
         main(["compare", str(a), str(bad)])

@@ -35,6 +35,7 @@ from pra.prompts import (LEGACY_POLICY_PROMPTS, forced_answer_suffix, format_doc
                          policy_messages, policy_prompt_id, steps_prefix)
 from pra.readouts import Prompt, read_letters
 from pra.records import JsonlWriter, read_records
+from pra.redact import redact_config
 from pra.steps import extract_answer
 from pra.types import Message, Question, Step
 from search.engine import Candidate, Engine, SearchConfig, Trace, search_query
@@ -338,8 +339,8 @@ def _check_settings(path: Path, cfg: LabelConfig, purpose: str, chat: bool) -> N
     ``purpose: detection``, which probe training refuses."""
     label_settings = lambda d: {k: v for k, v in d.items() if k not in PACING}
     prompts = {kind: policy_prompt_id(chat, kind) for kind in LABEL_PROMPT_KINDS}
-    now = {**({"purpose": purpose} if purpose == "detection" else {}), **json.loads(json.dumps(asdict(cfg))),
-           "policy_prompt": prompts}
+    now = redact_config({**({"purpose": purpose} if purpose == "detection" else {}), **json.loads(json.dumps(asdict(cfg))),
+                         "policy_prompt": prompts})     # server URLs stored without credentials
     if path.exists():
         old = {"policy_prompt": {kind: LEGACY_POLICY_PROMPTS[chat, kind] for kind in LABEL_PROMPT_KINDS},
                **json.loads(path.read_text())}

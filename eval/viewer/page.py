@@ -11,6 +11,7 @@ from typing import Any
 
 from eval import palette
 from eval.viewer.trees import RunTrees
+from pra.redact import redact_config
 
 TEMPLATE = Path(__file__).with_name("page.html")
 PAGE = "viewer.html"      # the page's name inside the run folder when no --out is given
@@ -22,9 +23,17 @@ def page_data(trees: RunTrees) -> dict[str, Any]:
     questions = [{**{k: v for k, v in asdict(q).items() if k != "nodes"},
                   "nodes": [{**asdict(n), "color": palette.reward_color(n.reward)} for n in q.nodes]}
                  for q in trees.questions]
-    return {"title": f"pra show {trees.path}", "summary": trees.summary, "config": trees.config,
-            "palette": palette.palette(), "questions": questions,
+    return {"title": f"pra show {trees.path}", "summary": trees.summary, "config": redact_config(trees.config),
+            "palette": palette.palette(), "questions": questions, **method_marks(trees),
             "passages": {pid: list(p) for pid, p in trees.passages.items()}, "notes": trees.notes}
+
+
+def method_marks(trees: RunTrees) -> dict[str, bool]:
+    """What the page draws for this run's method: rewards, p(search) and the prune only where a reward
+    agent scored the steps (pra), searches only where some step searched."""
+    nodes = [n for q in trees.questions for n in q.nodes]
+    scored = trees.config.get("method") == "pra" or any(n.reward is not None for n in nodes)
+    return {"scored": scored, "searches": scored or any(n.searched for n in nodes)}
 
 
 def render_page(trees: RunTrees) -> str:

@@ -12,13 +12,24 @@ Server notes: llama-cpp-python's server needs ``--logits_all true`` for log-prob
 ``repeat_penalty=1.1`` differ from vLLM's, pass ``extra_body={"top_k": 0, "repeat_penalty": 1.0}`` to
 match. ``cache_prompt`` (sent by default) turns on prompt caching in llama.cpp's own server; vLLM logs
 and ignores unknown fields, SGLang ignores them.
+
+Waiting is bounded: a connect timeout and a read timeout (``--connect-timeout``, ``--read-timeout``), then
+``--retries`` retries with exponential backoff, each announced by a warning line naming the URL (its
+credentials redacted), then one error line. Concurrent requests: ``--concurrency``, by default the
+server's own slot count where it reports one (llama.cpp's ``/props``: ``total_slots``), since more
+requests than slots only queue on the server and run into the read timeout. The API key comes from the
+environment only: ``--api-key-env NAME``, else ``OPENAI_API_KEY``.
 """
 from __future__ import annotations
 
 import itertools
+import math
+import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Sequence
 
 import requests
@@ -27,10 +38,72 @@ from requests.adapters import HTTPAdapter
 from pra.backends.base import (BackendStats, Completion, LMBackend, Message, SamplingParams, SlotLogprobs,
                                cut_at_stop, pick_logprobs, render_chat, renormalise, single_token_ids)
 from pra.errors import UserError
+from pra.redact import redact_text, redact_url
 from pra.selection import stable_seed
 
 
 WIDE_TOP_LOGPROBS = 1000    # the second ask when a wanted token is missing from the first top-k list
+DEFAULT_CONCURRENCY = 16    # when the server does not say how many requests it serves at once
+API_KEY_ENV = "OPENAI_API_KEY"
+
+
+@dataclass
+class ServerOptions:
+    """How the backend waits on a server; the command line's ``--connect-timeout``, ``--read-timeout``,
+    ``--retries``, ``--concurrency`` (None: the server's slot count, else 16) and ``--api-key-env``."""
+    connect_timeout: float = 10.0
+    read_timeout: float = 120.0
+    retries: int = 4
+    concurrency: int | None = None
+    api_key_env: str | None = None
+
+    def check(self) -> "ServerOptions":
+        problems = []
+        for name in ("connect_timeout", "read_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                problems.append(f"--{name.replace('_', '-')} must be a finite number of seconds above 0, got {value!r}")
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or not 0 <= self.retries <= 100:
+            problems.append(f"--retries must be between 0 and 100, got {self.retries!r}")
+        if self.concurrency is not None and (isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int)
+                                             or not 1 <= self.concurrency <= 1024):
+            problems.append(f"--concurrency must be between 1 and 1024, got {self.concurrency!r}")
+        if self.api_key_env is not None and not os.environ.get(self.api_key_env):
+            problems.append(f"--api-key-env {self.api_key_env}: no such environment variable is set (put the key "
+                            "there; a key is never taken from a flag or a file)")
+        if problems:
+            raise UserError("\n".join(problems))
+        return self
+
+
+OPTIONS = ServerOptions()     # what backends made without explicit settings use; the command line sets it
+
+
+def set_server_options(options: ServerOptions) -> None:
+    global OPTIONS
+    OPTIONS = options.check()
+
+
+def env_api_key(env: str | None = None) -> str | None:
+    """The API key from the environment variable ``env`` (default ``OPENAI_API_KEY``), or None."""
+    return os.environ.get(env or OPTIONS.api_key_env or API_KEY_ENV) or None
+
+
+def server_slots(root: str, session: requests.Session, connect_timeout: float) -> int | None:
+    """How many requests the server serves at once, where it says (llama.cpp's ``GET /props``:
+    ``total_slots``, or ``default_generation_settings.n_parallel``); None otherwise."""
+    try:
+        r = session.get(root + "/props", timeout=(connect_timeout, 5.0))
+        props = r.json() if r.ok else {}
+    except (requests.RequestException, ValueError):
+        return None
+    if not isinstance(props, dict):
+        return None
+    settings = props.get("default_generation_settings")
+    for value in (props.get("total_slots"), settings.get("n_parallel") if isinstance(settings, dict) else None):
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+    return None
 
 
 class ServerError(UserError, RuntimeError):
@@ -38,28 +111,43 @@ class ServerError(UserError, RuntimeError):
 
 
 class OpenAIBackend(LMBackend):
-    def __init__(self, base_url: str, model: str, tokenizer: str | None = None, api_key: str | None = None,
-                 timeout: float = 120.0, max_retries: int = 4, backoff: float = 0.5, concurrency: int = 16,
-                 top_logprobs: int = 20, extra_body: dict | None = None):
+    def __init__(self, base_url: str | None, model: str, tokenizer: str | None = None, api_key: str | None = None,
+                 timeout: float | None = None, max_retries: int | None = None, backoff: float = 0.5,
+                 concurrency: int | None = None, top_logprobs: int = 20, extra_body: dict | None = None,
+                 connect_timeout: float | None = None, warn=None):
         """``base_url`` with or without ``/v1``; ``model`` is the name sent in requests and, unless
-        ``tokenizer`` is given, the embedded name / hub id / folder of the tokenizer used to render."""
+        ``tokenizer`` is given, the embedded name / hub id / folder of the tokenizer used to render.
+        ``timeout`` is the read timeout; it, ``connect_timeout``, ``max_retries`` and ``concurrency``
+        default to ``OPTIONS`` (the command line's flags); ``api_key`` to the environment's (``env_api_key``).
+        ``warn`` gets each retry's line (default: printed to stderr)."""
         from transformers import AutoTokenizer
 
         from pra.models import resolve
 
+        if not base_url or not isinstance(base_url, str) or "://" not in base_url:
+            raise UserError(f"the openai backend needs --base-url http://HOST:PORT (an OpenAI-compatible server), "
+                            f"got {redact_url(base_url) if isinstance(base_url, str) else base_url!r}")
         self.name = model
         root = base_url.rstrip("/")
         self.url = (root if root.endswith("/v1") else root + "/v1") + "/completions"
-        self.tokenizer = AutoTokenizer.from_pretrained(resolve(tokenizer or model))
-        self.timeout, self.max_retries, self.backoff = timeout, max_retries, backoff
+        self.shown_url = redact_url(self.url)            # what errors and warnings name
+        self.timeout = (connect_timeout or OPTIONS.connect_timeout, timeout or OPTIONS.read_timeout)
+        self.max_retries = OPTIONS.retries if max_retries is None else max_retries
+        self.backoff = backoff
+        self.warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
         self.top_logprobs = top_logprobs
         self.extra_body = {"cache_prompt": True} if extra_body is None else extra_body
         self.session = requests.Session()
+        key = api_key or env_api_key()
+        if key:
+            self.session.headers["Authorization"] = f"Bearer {key}"
+        concurrency = concurrency or OPTIONS.concurrency or \
+            server_slots(root.removesuffix("/v1"), self.session, self.timeout[0]) or DEFAULT_CONCURRENCY
+        self.concurrency = concurrency
         adapter = HTTPAdapter(pool_maxsize=concurrency)   # one kept-alive connection per worker
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
-        if api_key:
-            self.session.headers["Authorization"] = f"Bearer {api_key}"
+        self.tokenizer = AutoTokenizer.from_pretrained(resolve(tokenizer or model))
         self.pool = ThreadPoolExecutor(concurrency)
         self.stats = BackendStats(extra={"requests": 0, "retries": 0, "request_seconds": 0.0})
         self._lock = threading.Lock()
@@ -78,32 +166,56 @@ class OpenAIBackend(LMBackend):
         self.session.close()
 
     def _post(self, body: dict) -> dict:
-        """POST with retries: connection errors, timeouts, 429 and 5xx back off exponentially and retry;
-        any other 4xx fails at once, since the request itself is wrong."""
+        """POST with retries: connection errors, timeouts, 429 and 5xx back off exponentially and retry,
+        each retry announced by a warning line; any other 4xx fails at once, since the request itself is
+        wrong. A reply that is not a JSON object is an error."""
         body = {"model": self.name, **self.extra_body, **body}
         for attempt in range(self.max_retries + 1):
             if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
+                wait = self.backoff * 2 ** (attempt - 1)
+                self.warn(f"pra: warning: POST {self.shown_url} failed ({problem[:200]}); retry {attempt} of "
+                          f"{self.max_retries} in {wait:.1f} s")
+                time.sleep(wait)
             start = time.perf_counter()
             try:
                 r = self.session.post(self.url, json=body, timeout=self.timeout)
             except (requests.ConnectionError, requests.Timeout) as err:
-                problem = f"{type(err).__name__}: {err}"
+                kind = "no connection within" if isinstance(err, requests.ConnectTimeout) else \
+                    "no reply within" if isinstance(err, requests.Timeout) else None
+                problem = (f"{type(err).__name__}: {kind} {self.timeout[0 if 'connection' in kind else 1]:g} s"
+                           if kind else f"{type(err).__name__}: {redact_text(str(err))}")
                 continue
             if r.ok:
-                data = r.json()
+                try:
+                    data = r.json()
+                except ValueError:
+                    raise ServerError(f"POST {self.shown_url}: the reply is not JSON: {redact_text(r.text[:120])!r}") from None
+                if not isinstance(data, dict):
+                    raise ServerError(f"POST {self.shown_url}: the reply is not a JSON object: {redact_text(r.text[:120])!r}")
                 self._count(data, time.perf_counter() - start, attempt)
                 return data
-            problem = f"HTTP {r.status_code}: {r.text[:500]}"
+            problem = f"HTTP {r.status_code}: {redact_text(r.text[:300])}"
             if r.status_code < 500 and r.status_code != 429:
-                raise ServerError(f"POST {self.url} failed: {problem}")
-        raise ServerError(f"POST {self.url} failed {self.max_retries + 1} times; last: {problem}")
+                raise ServerError(f"POST {self.shown_url} failed: {problem}")
+        raise ServerError(f"POST {self.shown_url} failed {self.max_retries + 1} times; last: {problem}")
+
+    def _reply(self, data: dict, what: str, get):
+        """``get(data)``, or a ServerError saying the reply lacks ``what``."""
+        try:
+            value = get(data)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            value = None
+        if value is None:
+            hint = " (llama-cpp-python's server needs --logits_all true)" if "logprobs" in what else ""
+            raise ServerError(f"POST {self.shown_url}: the reply has no {what}{hint}: {str(data)[:120]}")
+        return value
 
     def _count(self, data: dict, seconds: float, retries: int) -> None:
-        usage = data.get("usage") or {}
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        count = lambda key: usage.get(key) if isinstance(usage.get(key), int) else 0
         with self._lock:
-            self.stats.prompt_tokens += usage.get("prompt_tokens", 0)
-            self.stats.generated_tokens += usage.get("completion_tokens", 0)
+            self.stats.prompt_tokens += count("prompt_tokens")
+            self.stats.generated_tokens += count("completion_tokens")
             self.stats.extra["requests"] += 1
             self.stats.extra["retries"] += retries
             self.stats.extra["request_seconds"] += seconds
@@ -147,10 +259,12 @@ class OpenAIBackend(LMBackend):
 
     def _complete(self, prompt: str, n: int, seed: int | None, body: dict, stop: tuple[str, ...]) -> list[Completion]:
         data = self._post({**body, "prompt": prompt, "n": n, **({} if seed is None else {"seed": seed})})
-        choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
-        if not choices:
-            raise ServerError(f"POST {self.url} returned no choices")
-        used = (data.get("usage") or {}).get("completion_tokens")
+        choices = self._reply(data, "choices", lambda d: d["choices"] or None)
+        if not isinstance(choices, list) or not all(isinstance(c, dict) and isinstance(c.get("text"), str) for c in choices):
+            raise ServerError(f"POST {self.shown_url}: the reply's choices are not texts: {str(choices)[:120]}")
+        choices = sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c.get("index"), int) else 0)
+        used = data["usage"].get("completion_tokens") if isinstance(data.get("usage"), dict) else None
+        used = used if isinstance(used, int) else None
         out = []
         for c in choices:
             text, hit = cut_at_stop(c["text"], stop)   # servers differ in how they apply stop strings
@@ -165,10 +279,14 @@ class OpenAIBackend(LMBackend):
         ``token_ids`` (its ``logprob_token_ids`` field; other servers ignore it)."""
         data = self._post({"prompt": prompt, "max_tokens": 1, "temperature": 0.0, "logprobs": k,
                            "logprob_token_ids": token_ids})
-        lp = data["choices"][0]["logprobs"]
-        if "top_logprobs" in lp:                       # OpenAI layout: vLLM, SGLang, llama-cpp-python
-            return lp["top_logprobs"][0]
-        return {t["token"]: t["logprob"] for t in lp["content"][0]["top_logprobs"]}   # llama.cpp server
+        lp = self._reply(data, "logprobs", lambda d: d["choices"][0]["logprobs"])
+        if isinstance(lp, dict) and "top_logprobs" in lp:     # OpenAI layout: vLLM, SGLang, llama-cpp-python
+            top = self._reply(lp, "top logprobs", lambda x: x["top_logprobs"][0])
+        else:                                                 # llama.cpp server
+            top = self._reply(lp, "top logprobs", lambda x: {t["token"]: t["logprob"] for t in x["content"][0]["top_logprobs"]})
+        if not isinstance(top, dict) or not all(isinstance(v, (int, float)) for v in top.values()):
+            raise ServerError(f"POST {self.shown_url}: the reply's logprobs are not numbers: {str(top)[:120]}")
+        return top
 
     def _read(self, prompt: str, keys: list[str]) -> list[float]:
         """Log-probs of the single-token strings ``keys`` as the next token. A top-k list that lacks one
