@@ -95,6 +95,11 @@ def _names(cfg: "EvalConfig", loaded: frozenset[str]) -> list[str]:
     for field in ("backend", "agent_backend"):
         if getattr(cfg, field) not in BACKENDS:
             problems.append(f"{flag(field)} ({field}): unknown backend {getattr(cfg, field)!r}; one of {', '.join(BACKENDS)}")
+    engines = {"dtype": ("transformers", "vllm"), "device": ("transformers",), "engine_args": ("transformers", "vllm")}
+    for field, backends in engines.items():
+        if getattr(cfg, field, None) and cfg.backend not in backends:
+            problems.append(f"{flag(field) if field != 'engine_args' else '--engine-arg'} ({field}) applies to "
+                            f"--backend {' or '.join(backends)}, not {cfg.backend}")
     if cfg.permute not in PERMUTE:
         problems.append(f"--permute: unknown {cfg.permute!r}; one of {', '.join(PERMUTE)}")
     if cfg.limit is not None and cfg.sample is not None:

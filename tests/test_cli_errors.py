@@ -88,6 +88,7 @@ def test_every_subcommand_has_a_bad_input_case():
     commands = set(cli.build_parser()._subparsers._group_actions[0].choices) - {"models"}   # models takes no input
     assert commands <= {argv[0] for argv, _ in CASES}
 
+    (["list", "datasets"], "unknown kind 'datasets'"),
 
 def test_an_unexpected_error_is_a_bug_with_its_traceback(monkeypatch, capsys):
     def broken(args):

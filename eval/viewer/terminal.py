@@ -60,10 +60,28 @@ def question_tree(q: QuestionTree, trees: RunTrees, number: str = "") -> Tree:
     return root
 
 
+def legend(trees: RunTrees) -> str:
+    """What the trees' words mean; the reward agent's readouts only where a reward agent scored the steps."""
+    scored = any(n.reward is not None for q in trees.questions for n in q.nodes)
+    parts = []
+    if scored:
+        parts += [f"{palette.REWARD}: the reward agent's score of a step, 0 to 1 (a trace's score aggregates its "
+                  f"steps'; the top beam-width traces are {palette.KEPT.name}, the others {palette.PRUNED.name})",
+                  f"{palette.ACTION}: the agent's probability that the step needs evidence"]
+    if any(n.searched or n.action is not None for q in trees.questions for n in q.nodes):
+        parts.append(f"{palette.SEARCHED.name}: passages were retrieved for the step and the agent read them")
+    parts += [f"{palette.FORCED.name}: no answer written within the step limit, so the answer letter was read "
+              "from the policy's logits",
+              "options none: each question asked once, its options in their original order (--permute)"]
+    return "legend:\n" + "\n".join(f"  {p}" for p in parts)
+
+
 def print_trees(trees: RunTrees, console: Console | None = None) -> None:
     console = console or Console()
     for i, q in enumerate(trees.questions, 1):
         console.print(question_tree(q, trees, f"{i}/{len(trees.questions)}: "))
         console.print()
+    if trees.questions:
+        console.print(legend(trees), style="dim", soft_wrap=True)
     for note in trees.notes:
-        console.print(f"note: {note}", style="dim")
+        console.print(Text(f"note: {note}", style="dim"))      # a Text: names with [brackets] are not markup

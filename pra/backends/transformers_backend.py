@@ -22,9 +22,11 @@ FORWARD_COST = 32        # the fixed cost of one forward pass, in tokens of work
 
 class TransformersBackend(LMBackend):
     def __init__(self, model: str, batch_size: int = 32, dtype: str | None = None, device: str | None = None,
-                 adapter: str | None = None, share_prefix: bool = True, cache_tokens: int = 64_000):
+                 adapter: str | None = None, share_prefix: bool = True, cache_tokens: int = 64_000,
+                 model_kwargs: dict | None = None):
         self.name = model
-        self.model, self.tokenizer = load_causal_lm(model, dtype=dtype, device=device, adapter=adapter)
+        self.model, self.tokenizer = load_causal_lm(model, dtype=dtype, device=device, adapter=adapter,
+                                                    model_kwargs=model_kwargs)
         self.batch_size = batch_size
         self.stats = BackendStats(extra={"cached_prompt_tokens": 0})
         # share_prefix=False turns reuse off: the naive cost, the same numbers. Sliding-window layers

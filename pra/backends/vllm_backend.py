@@ -87,14 +87,19 @@ def token_logprobs(output) -> dict[int, float]:
 
 
 class VLLMBackend(LMBackend):
-    def __init__(self, model: str, dtype: str = "float32", adapter: str | None = None, seed: int = 0,
+    def __init__(self, model: str, dtype: str | None = None, adapter: str | None = None, seed: int = 0,
                  **engine_kwargs):
         """``model``: embedded name, hub id or folder; ``adapter``: a peft LoRA folder, applied per request
         as a LoRA adapter; ``engine_kwargs`` go to ``vllm.LLM`` (tensor_parallel_size,
-        gpu_memory_utilization, max_model_len, kv_cache_memory_bytes, ...). float32 by default, as the
-        transformers backend scores: readouts are probabilities compared across candidates."""
+        gpu_memory_utilization, max_model_len, kv_cache_memory_bytes, ...). ``dtype`` by default: bfloat16
+        on a GPU (``pra.models.default_dtype``); float32 on a CPU, as the transformers backend scores:
+        readouts are probabilities compared across candidates."""
         vllm = _import_vllm()
-        from pra.models import resolve
+        from pra.models import default_dtype, resolve
+
+        if dtype is None:
+            from vllm.platforms import current_platform
+            dtype = "float32" if current_platform.is_cpu() else default_dtype("cuda")
 
         llm = shared_engine(resolve(model), dtype, adapter is not None, seed, **engine_kwargs)
         lora = None
