@@ -3,6 +3,7 @@
 chosen method would ignore."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -78,9 +79,11 @@ def _ranges(values: dict[str, Any]) -> list[str]:
         value = values.get(field)
         if value is None:
             continue
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < low or (high is not None and value > high):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                or value < low or (high is not None and value > high):
             bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-            problems.append(f"{flag(field)} ({field}) must be {bound}, got {value!r}")
+            finite = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            problems.append(f"{flag(field)} ({field}) must be {'' if finite else 'a finite number '}{bound}, got {value!r}")
     if isinstance(values.get("qwc_k"), int) and values["qwc_k"] % 2:
         problems.append(f"--qwc-k (qwc_k) must be even (k/2 best and k/2 worst traces), got {values['qwc_k']}")
     return problems
@@ -100,6 +103,10 @@ def _names(cfg: "EvalConfig", loaded: frozenset[str]) -> list[str]:
         if getattr(cfg, field, None) and cfg.backend not in backends:
             problems.append(f"{flag(field) if field != 'engine_args' else '--engine-arg'} ({field}) applies to "
                             f"--backend {' or '.join(backends)}, not {cfg.backend}")
+    if cfg.backend == "openai" and not cfg.base_url:
+        problems.append("--backend openai needs --base-url http://HOST:PORT (an OpenAI-compatible server)")
+    if cfg.method == "pra" and cfg.agent_backend == "openai" and not cfg.agent_base_url:
+        problems.append("--agent-backend openai needs --agent-base-url http://HOST:PORT (an OpenAI-compatible server)")
     if cfg.permute not in PERMUTE:
         problems.append(f"--permute: unknown {cfg.permute!r}; one of {', '.join(PERMUTE)}")
     if cfg.limit is not None and cfg.sample is not None:

@@ -32,7 +32,7 @@ from eval.run_folder import open_run_folder
 from pra.types import Question, ScoredTrace
 from pra.backends.base import LMBackend
 from search.engine import Engine, SearchConfig, Trace
-from pra.config_files import read_yaml
+from pra.config_files import check_types, read_yaml
 from pra.errors import MissingFile, UserError
 
 if TYPE_CHECKING:
@@ -206,6 +206,7 @@ def _check_fields(data: dict[str, Any], where: str) -> None:
     unknown = set(search) - {f.name for f in fields(SearchConfig)}
     if unknown:
         raise UserError(f"{where}: unknown search field(s) {', '.join(sorted(unknown))}")
+    check_types(EvalConfig, data, where)      # `shard: 1`, `policy: 5`, `seed: [1]`: one line each
 
 
 def engine_config(cfg: EvalConfig) -> SearchConfig:
