@@ -71,7 +71,7 @@ def differences(old: dict[str, Any], new: dict[str, Any], only_old_fields: bool 
 def check_records(path: Path, records: Iterable[dict[str, Any]], expected: str | None = None) -> None:
     """Refuse records that were made with different settings (or with other settings than ``expected``);
     records written before fingerprints existed carry none and pass."""
-    counts = Counter(r["fingerprint"] for r in records if r.get("fingerprint"))
+    counts = Counter(str(r["fingerprint"]) for r in records if isinstance(r, dict) and r.get("fingerprint"))
     if len(counts) > 1:
         mix = ", ".join(f"{fp}: {n} records" for fp, n in counts.most_common())
         raise UserError(f"{path}: records made with {len(counts)} different settings ({mix}); the folder mixes runs")

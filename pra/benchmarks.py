@@ -110,7 +110,7 @@ def _options(value: Any) -> dict[str, str]:
 
 def _letter(row: dict, field: str, options: dict[str, str]) -> str:
     value = _get(row, field)
-    if value not in options:
+    if not isinstance(value, str) or value not in options:
         raise _Bad(field, f"must be one of {', '.join(options)}, got {value!r}")
     return value
 

@@ -313,8 +313,14 @@ def cmd_probe_label(args: argparse.Namespace) -> None:
 
 def cmd_probe_features(args: argparse.Namespace) -> None:
     from pra.backends.transformers_backend import TransformersBackend
+    from pra.config_files import range_problems
     from pra.pulse.dataset import write_features
 
+    problems = range_problems(vars(args), (("batch_size", 1, None),))
+    if args.dtype is not None and args.dtype not in ("float32", "bfloat16", "float16"):
+        problems.append(f"--dtype: unknown dtype {args.dtype!r}; one of float32, bfloat16, float16")
+    if problems:
+        raise UserError("\n".join(problems))
     policy = TransformersBackend(args.policy, batch_size=args.batch_size, dtype=args.dtype)
     n = write_features(policy, args.labels, args.out, args.batch_size)
     print(f"{n} steps written to {args.out}")
@@ -325,8 +331,12 @@ def cmd_probe_train(args: argparse.Namespace) -> None:
     from pra.pulse.features import parse_layers
     from pra.pulse.probe import ProbeConfig, train_probe
 
+    from pra.config_files import range_problems
+
     overrides = {k: getattr(args, k) for k in ("pooling", "parts", "label", "seed", "val_fraction", "pos_weight")
                  if getattr(args, k) is not None}
+    if problems := range_problems(overrides, (("val_fraction", 0, 0.9, True), ("pos_weight", 0, None, True))):
+        raise UserError("\n".join(problems))
     if args.layers:
         overrides["layers"] = parse_layers(args.layers)
     probe = train_probe(load_features(args.features), ProbeConfig(**overrides))

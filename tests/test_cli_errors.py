@@ -1,12 +1,14 @@
 """The command line's error boundary: every subcommand, given bad input, exits 2 with one line naming
 the culprit (flag, field or file:line) and loads no model; an unexpected exception is shown with its
 traceback as a bug (exit 1)."""
+import json
 from pathlib import Path
 
 import pytest
 
 from pra import cli
 
+ROW = '{"id": "%s", "question": "q?", "options": ["x", "y"], "answer": "%s"}\n'
 BAD_JSON = '{"id": "a", "question": "q?", "options": ["x", "y"], "answer": "A"}\n' \
            '{"id": "b", "question": "q?", "options": ["x", "y"], "answer": B}\n'
 NOT_UTF8 = b'{"id": "a", "question": "q?", "options": ["x", "y"], "answer": "A"}\n' \
@@ -20,6 +22,35 @@ FILES = {
     "features.jsonl": b"",
     "badsuite.yaml": b"defaults: {benchmark: medqa}\nruns:\n  - {out: a, method: direct}\n"
                      b"  - {out: b, method: pra, search: {beam_width: 0}}\n",
+    # issue 37: ids, rows and types that used to slip through or end in a traceback
+    "rotid.jsonl": (ROW % ("q", "A") + ROW % ("q@r1", "A")).encode(),
+    "dup.jsonl": (ROW % ("a", "A") + ROW % ("b", "A") + ROW % ("a", "B")).encode(),
+    "listanswer.jsonl": (ROW % ("a", "A")).replace('"answer": "A"', '"answer": ["A"]').encode(),
+    "nooptions.jsonl": b'{"id": "a", "question": "q?", "answer": "A"}\n',
+    "shard1.yaml": b"method: direct\nshard: 1\n",
+    "policy5.yaml": b"method: direct\npolicy: 5\n",
+    "controller.yaml": b"method: pra\nsearch_controller: 0.5\n",
+    "seedlist.yaml": b"method: direct\nseed: [1]\n",
+    "nanrecipe.yaml": b"method: pra\nsearch:\n  temperature: .nan\n",
+    "trainbad.yaml": b"train:\n  lr: fast\n",
+    "labels-noopt.jsonl": b'{"id": "s1", "question_id": "q", "question": "q?", "gold": "A", "steps": [], "step": "x", '
+                          b'"step_index": 0, "docs": [], "trace": 0, "judge_label": 1.0}\n',
+    # runs for show / compare / merge
+    **{f"{run}/config.json": json.dumps({"benchmark": "medqa", "method": "direct", "policy": "p", "limit": 2,
+                                         "benchmark_hash": digest}).encode()
+       for run, digest in (("runa", "1111"), ("runb", "2222"), ("nocorrect", "1111"), ("strreward", "1111"),
+                           ("badfinal", "1111"), ("markup", "1111"))},
+    "runa/records.jsonl": b'{"id": "medqa-0", "correct": true}\n{"id": "medqa-1", "correct": false}\n',
+    "runb/records.jsonl": b'{"id": "medqa-0", "correct": true}\n{"id": "medqa-1", "correct": true}\n',
+    "nocorrect/records.jsonl": b'{"id": "medqa-0", "correct": true}\n{"id": "medqa-1"}\n',
+    "strreward/records.jsonl": b'{"id": "medqa-0", "gold": "A", "prediction": "A", "correct": true, "steps": [{"text": "s", "reward": "high"}]}\n',
+    "badfinal/records.jsonl": json.dumps({"id": "medqa-0", "gold": "A", "prediction": "A", "correct": True, "answers": ["A"], "scores": [1.0],
+                                          "final": [7], "tree": [{"step": {"text": "s"}, "parent": None, "depth": 1,
+                                                                  "score": 1.0, "kept": True, "answer": "A"}]}).encode() + b"\n",
+    "markup/records.jsonl": b'{"id": "medqa-0", "correct": true}\n{"id": "medqa-1", "correct": "[/bold]"}\n',
+    "stale/config.json": json.dumps({"benchmark": "medqa", "method": "direct", "policy": "p", "limit": 2, "shard": "0/1",
+                                     "benchmark_hash": "0" * 16}).encode(),
+    "stale/records.jsonl": b'{"id": "medqa-0", "correct": true}\n',
 }
 
 # (argv, what the one error line must contain); {tmp} is the test's folder.
@@ -57,9 +88,47 @@ CASES = [
     (["index", "build", "--kind", "annoy"], "unknown index kind 'annoy'"),
     (["index", "build", "--corpus", "no-such-corpus"], "no built corpus at"),
     (["show", "{tmp}/no-run"], "no-run/config.json: cannot read"),
+    (["list", "datasets"], "unknown kind 'datasets'"),
     (["compare", "{tmp}/one-run"], "pra compare needs at least two run folders"),
     (["report", "{tmp}/no-runs", "--out", "{tmp}/report"], "no-runs: no such run folder"),
     (["merge", "{tmp}/merged", "{tmp}/no-shard"], "no-shard/config.json: cannot read the run's config"),
+    # issue 37, item by item
+    (["eval", "--method", "direct", "--permute", "cyclic", "--benchmark", "{tmp}/rotid.jsonl", "--out", "{tmp}/run"],
+     "rotid.jsonl:2: field 'id' 'q@r1' ends like a rotated question's id"),
+    (["eval", "--method", "direct", "--benchmark", "{tmp}/dup.jsonl", "--out", "{tmp}/run"],
+     "dup.jsonl:3: field 'id' duplicate 'a', already at {tmp}/dup.jsonl:1"),
+    (["compare", "{tmp}/runa", "{tmp}/runb"], "(questions hash 2222): different question sets"),
+    (["merge", "{tmp}/merged", "{tmp}/stale"], "medqa now holds other questions"),
+    (["search", "--question", "q?", *[a for i in range(27) for a in ("--option", f"o{i}")]], "--option: at most 26 (A to Z), got 27"),
+    (["eval", "--method", "direct", "--backend", "openai", "--base-url", "http://u:SECRET@h:1?api_key=TOKEN",
+      "--read-timeout", "0"], "--read-timeout must be a finite number of seconds above 0"),
+    (["eval", "--method", "direct", "--backend", "openai", "--api-key-env", "PRA_NO_SUCH_VARIABLE"],
+     "--api-key-env PRA_NO_SUCH_VARIABLE: no such environment variable is set"),
+    (["eval", "--method", "direct", "--backend", "openai", "--out", "{tmp}/run"], "--backend openai needs --base-url"),
+    (["eval", "--recipe", "pra-cpu", "--temperature", "nan"], "--temperature (search.temperature) must be a finite number"),
+    (["eval", "--recipe", "pra-cpu", "--temperature", "inf"], "--temperature (search.temperature) must be a finite number"),
+    (["eval", "--recipe", "{tmp}/nanrecipe.yaml"], "--temperature (search.temperature) must be a finite number"),
+    (["eval", "--recipe", "{tmp}/shard1.yaml"], "shard1.yaml: field shard must be text or null, got 1"),
+    (["eval", "--recipe", "{tmp}/policy5.yaml"], "policy5.yaml: field policy must be text, got 5"),
+    (["eval", "--recipe", "{tmp}/controller.yaml"], "controller.yaml: field search_controller must be text, got 0.5"),
+    (["eval", "--recipe", "{tmp}/seedlist.yaml"], "seedlist.yaml: field seed must be an integer, got [1]"),
+    (["train", "--batch-size", "0"], "--batch-size (batch_size) must be at least 1, got 0"),
+    (["train", "--lr", "-1"], "--lr (lr) must be above 0, got -1.0"),
+    (["train", "--lr", "nan"], "--lr (lr) must be a finite number above 0, got nan"),
+    (["train", "--recipe", "{tmp}/trainbad.yaml"], "trainbad.yaml: train: field lr must be a number, got 'fast'"),
+    (["train", "--labels", "{tmp}/labels-noopt.jsonl"], "labels-noopt.jsonl: record 1 (id 's1'): field 'options' missing"),
+    (["label", "--batch-size", "0"], "--batch-size (batch_size) must be at least 1, got 0"),
+    (["probe", "features", "--labels", "l.jsonl", "--out", "f.jsonl", "--dtype", "float33"], "--dtype: unknown dtype 'float33'"),
+    (["probe", "features", "--labels", "l.jsonl", "--out", "f.jsonl", "--batch-size", "0"], "--batch-size (batch_size) must be"),
+    (["probe", "train", "--features", "f.jsonl", "--out", "p.pt", "--val-fraction", "nan"], "--val-fraction (val_fraction) must be"),
+    (["eval", "--method", "direct", "--benchmark", "{tmp}/listanswer.jsonl", "--out", "{tmp}/run"],
+     "listanswer.jsonl:1: field 'answer' must be one of A, B, got ['A']"),
+    (["eval", "--method", "direct", "--benchmark", "{tmp}/nooptions.jsonl", "--out", "{tmp}/run"],
+     "nooptions.jsonl:1: field 'options' is missing"),
+    (["show", "{tmp}/strreward"], "record 1 (id 'medqa-0') cannot be drawn: a step's reward must be a number, got 'high'"),
+    (["show", "{tmp}/badfinal"], "record 1 (id 'medqa-0') cannot be drawn: final must be a node index from 0 to 0, got 7"),
+    (["compare", "{tmp}/runa", "{tmp}/nocorrect"], "nocorrect: record 2 (id 'medqa-1') has no 'correct' field"),
+    (["compare", "{tmp}/runa", "{tmp}/markup"], "has 'correct' '[/bold]' (expected true or false)"),
 ]
 
 
@@ -72,6 +141,7 @@ def offline(monkeypatch):
 @pytest.mark.parametrize("argv, culprit", CASES, ids=[" ".join(a[:3]) + f" [{i}]" for i, (a, _) in enumerate(CASES)])
 def test_bad_input_is_one_line_and_exit_2(argv, culprit, tmp_path, capsys, offline, monkeypatch):
     for name, data in FILES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(data)
     monkeypatch.setattr("pra.backends.transformers_backend.TransformersBackend.__init__",
                         lambda *a, **k: pytest.fail("a model was loaded for bad input"))
@@ -88,7 +158,6 @@ def test_every_subcommand_has_a_bad_input_case():
     commands = set(cli.build_parser()._subparsers._group_actions[0].choices) - {"models"}   # models takes no input
     assert commands <= {argv[0] for argv, _ in CASES}
 
-    (["list", "datasets"], "unknown kind 'datasets'"),
 
 def test_an_unexpected_error_is_a_bug_with_its_traceback(monkeypatch, capsys):
     def broken(args):
@@ -110,3 +179,20 @@ def test_skip_bad_says_how_many_rows_and_which(smollm2, tmp_path, capsys):
                                   out=str(tmp_path / "run")), policy=smollm2)
     assert summary["n"] == 1 and summary["skipped_bad_rows"] == 1
     assert f"--skip-bad: skipped 1 bad row(s): {bench}:2: invalid JSON: Expecting value (column 64)" in capsys.readouterr().err
+
+
+def test_rich_markup_in_names_is_printed_as_text(tmp_path, capsys):
+    """Names a user chooses (a corpus, a policy folder, a step's text) reach the terminal through rich:
+    brackets in them are shown as written, never read as markup (a stray ``[/bold]`` used to raise)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"benchmark": "medqa", "method": "cot", "policy": "p[/bold]",
+                                                 "corpus": "no-such[/corpus]"}))
+    (run / "records.jsonl").write_text(json.dumps(
+        {"id": "medqa-0", "gold": "A", "prediction": "B", "correct": False, "forced": False,
+         "steps": [{"text": "Step 1: [/red] [bold]x", "searched": True, "doc_ids": ["d1"]}]}) + "\n")
+    cli.main(["show", str(run), "--print"])
+    out = capsys.readouterr().out
+    assert "[/red] [bold]x" in out and "no-such[/corpus]" in out
+    cli._table("cot on x[/y] (p[/bold])", {"n": "[/oops]", "accuracy": 0.5}, {"n": "n", "accuracy": "accuracy"})
+    assert "[/oops]" in capsys.readouterr().out

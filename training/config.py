@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pra.config_files import read_yaml
+from pra.config_files import check_types, range_problems, read_yaml
 from pra.errors import MissingFile, UserError
 
 RECIPES = Path(__file__).parent / "recipes"
@@ -91,14 +91,36 @@ def recipe_path(recipe: str) -> Path:
     raise MissingFile(f"no recipe file {recipe!r} (and no training/recipes/{recipe}.yaml)")
 
 
+# (field, lowest, highest, lowest excluded): every number must also be finite (pra.config_files.range_problems)
+RANGES: dict[type, tuple] = {
+    LabelConfig: (("limit", 1, None), ("traces", 1, None), ("max_steps", 1, None), ("step_tokens", 1, None),
+                  ("temperature", 0, None), ("top_p", 0, 1, True), ("batch_size", 1, None), ("max_active", 1, None),
+                  ("chunk", 1, None), ("docs", 0, None), ("max_doc_chars", 1, None), ("rollouts", 1, None),
+                  ("rollout_steps", 1, None), ("rollout_threshold", 0, 1)),
+    TrainConfig: (("lr", 0, None, True), ("batch_size", 1, None), ("grad_accum", 1, None), ("epochs", 1, None),
+                  ("max_steps", 1, None), ("save_every", 1, None), ("eval_every", 1, None), ("keep", 1, None),
+                  ("lora_r", 1, None), ("lora_alpha", 0, None, True), ("lora_dropout", 0, 1), ("warmup_steps", 0, None),
+                  ("weight_decay", 0, None), ("max_grad_norm", 0, None, True), ("max_doc_chars", 1, None),
+                  ("max_tokens", 1, None), ("val_fraction", 0, 1)),
+}
+
+
 def load_config(cls: type, section: str, recipe: str | None, overrides: dict[str, Any]):
-    """``cls`` from the recipe's ``section`` block, then every override that is not None."""
+    """``cls`` from the recipe's ``section`` block, then every override that is not None; a field of the
+    wrong type (naming the recipe) or a number out of range (naming the flag) is a UserError."""
     data: dict[str, Any] = {}
     if recipe:
         path = recipe_path(recipe)
         data = read_yaml(path).get(section) or {}
+        if not isinstance(data, dict):
+            raise UserError(f"{path}: `{section}:` must be a mapping of fields, got {data!r:.60}")
         unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
             raise UserError(f"{path}: unknown {section} field(s) {', '.join(sorted(unknown))}")
-    data.update({f.name: overrides[f.name] for f in fields(cls) if overrides.get(f.name) is not None})
+        check_types(cls, data, f"{path}: {section}")
+    given = {f.name: overrides[f.name] for f in fields(cls) if overrides.get(f.name) is not None}
+    check_types(cls, given, "command line")
+    data.update(given)
+    if problems := range_problems(data, RANGES.get(cls, ())):
+        raise UserError("\n".join(problems))
     return cls(**data)

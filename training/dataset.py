@@ -26,9 +26,11 @@ record it; older ones are still read with their own prompt).
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pra.records import read_records
 from pra.reward_agent import ScoreRequest, render_prompt
@@ -70,6 +72,33 @@ def margin_teacher(reward_label: str, records: list[dict]) -> str:
     return "judge" if reward_label == "judge" or any(r.get("dm") is not None for r in records) else "goldprob"
 
 
+# A labelled step's fields and what each must hold (``label_row_problem``).
+LABEL_FIELDS = {"id": str, "question_id": str, "question": str, "options": dict, "gold": str, "steps": list,
+                "step": str, "step_index": int, "docs": list}
+
+
+def label_row_problem(r: dict[str, Any]) -> str | None:
+    """What is wrong with a labels.jsonl record (a field missing or of the wrong type), or None."""
+    for name, kind in LABEL_FIELDS.items():
+        if name not in r:
+            return f"field {name!r} missing"
+        if not isinstance(r[name], kind) or (kind is int and isinstance(r[name], bool)):
+            return f"field {name!r} must be {kind.__name__}, got {r[name]!r:.40}"
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in r["options"].items()) or r["gold"] not in r["options"]:
+        return f"field 'options' must map letters to texts and hold the gold letter {r['gold']!r}"
+    if not all(isinstance(s, str) for s in r["steps"]):
+        return "field 'steps' must be a list of texts"
+    if not all(isinstance(d, (list, tuple)) and len(d) == 2 and all(isinstance(x, str) for x in d) for d in r["docs"]):
+        return "field 'docs' must be a list of [title, text] pairs"
+    if "trace" not in r:
+        return "field 'trace' missing"
+    for key in (*REWARD_LABELS.values(), "dm"):
+        value = r.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+            return f"field {key!r} must be a finite number, got {value!r:.40}"
+    return None
+
+
 def load_examples(path: str | Path, reward_label: str = "judge", search_label: str = "always",
                   without_docs: bool = True) -> list[Example]:
     """The examples of a labels file (module docstring); ``without_docs`` only matters for ``always``."""
@@ -79,6 +108,9 @@ def load_examples(path: str | Path, reward_label: str = "judge", search_label: s
     records = list(read_records(path))
     if not records:
         raise UserError(f"{path}: no labelled steps")
+    for n, r in enumerate(records, 1):
+        if why := label_row_problem(r):
+            raise UserError(f"{path}: record {n} (id {str(r.get('id'))[:60]!r}): {why}")
     teacher = margin_teacher(reward_label, records)
     records = with_search_labels(records, teacher)
     key = REWARD_LABELS[reward_label]

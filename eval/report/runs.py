@@ -148,12 +148,16 @@ def _first_ids(benchmark: str, first: int, cache: dict[str, set[str]]) -> set[st
 def load_run(path: Path, first: int | None = None, _ids: dict[str, set[str]] | None = None) -> Run:
     config_path = path / "config.json"
     try:
-        config = json.loads(config_path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise RunError(f"{config_path}: cannot read ({err})") from None
+    if not isinstance(config, dict):
+        raise RunError(f"{config_path}: expected a JSON object of settings, got {type(config).__name__}")
     for key in REQUIRED:
         if key not in config:
             raise RunError(f"{config_path}: field {key!r} missing")
+        if not isinstance(config[key], str):
+            raise RunError(f"{config_path}: field {key!r} must be text, got {config[key]!r:.40}")
     records = list(read_records(path / "records.jsonl"))
     check_records(path / "records.jsonl", records, config.get("fingerprint"))
     for i, r in enumerate(records, 1):
