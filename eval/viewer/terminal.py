@@ -66,7 +66,7 @@ def legend(trees: RunTrees) -> str:
     parts = []
     if scored:
         parts += [f"{palette.REWARD}: the reward agent's score of a step, 0 to 1 (a trace's score aggregates its "
-                  f"steps'; the top beam-width traces are {palette.KEPT.name}, the others {palette.PRUNED.name})",
+                  f"steps'; the beam-width best traces survive each cut)",
                   f"{palette.ACTION}: the agent's probability that the step needs evidence"]
     if any(n.searched or n.action is not None for q in trees.questions for n in q.nodes):
         parts.append(f"{palette.SEARCHED.name}: passages were retrieved for the step and the agent read them")
