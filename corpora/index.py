@@ -5,7 +5,10 @@ in corpus order) except for ivfpq, whose point is to hold compressed codes only,
 need training, ``index.faiss``. A flat index is rebuilt from the embeddings on load (a second for 10k
 passages), so it ships at half the size of a FAISS file. A build
 writes into a temporary folder and renames it into place: a build that dies leaves nothing that looks
-finished.
+finished, and the next build removes the temporary folders of builds that are no longer running. The
+embeddings are computed in shards of ``EMBED_SHARD`` passages, each saved as it finishes into
+``<index>.partial/`` (keyed by corpus, encoder and dtype), so a build killed midway resumes from the last
+whole shard; the folder goes once the index is in place.
 """
 from __future__ import annotations
 
@@ -78,6 +81,62 @@ def _reusable_embeddings(corpus: Corpus, config: EncoderConfig, dtype: str) -> n
     return None
 
 
+EMBED_SHARD = 2048          # passages per saved shard of embeddings (what a killed build loses at most)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale(out: Path) -> None:
+    """The ``.tmp-PID`` and ``.old-PID`` folders that builds of ``out`` killed midway left behind."""
+    if not out.parent.is_dir():
+        return
+    for path in out.parent.glob(f"{out.name}.*-*"):
+        kind, _, pid = path.name[len(out.name) + 1:].partition("-")
+        if kind in ("tmp", "old") and pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _embed_resumably(corpus: Corpus, config: EncoderConfig, device: str | None, dtype: str, work: Path) -> np.ndarray:
+    """Every passage's float16 embedding, shard by shard, each shard saved in ``work`` as it finishes and
+    read back from there by a later build of the same corpus, encoder and dtype."""
+    key = {"corpus": corpus.manifest.sha256, "encoder": _vector_key(config.to_dict()), "dtype": dtype,
+           "shard": EMBED_SHARD, "passages": len(corpus.passages)}
+    stamp = work / "key.json"
+    try:
+        same = json.loads(stamp.read_text()) == key
+    except (OSError, ValueError):
+        same = False
+    if not same:
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps(key))
+    encoder, parts = None, []
+    for start in range(0, len(corpus.passages), EMBED_SHARD):
+        path = work / f"shard-{start:09d}.npy"
+        if path.exists():
+            try:
+                parts.append(np.load(path))
+                continue
+            except (OSError, ValueError):
+                path.unlink(missing_ok=True)
+        encoder = encoder or Encoder(config, device)
+        emb = encoder.encode_passages(corpus.passages[start:start + EMBED_SHARD], progress=True, dtype=dtype)
+        emb = np.asarray(emb).astype(np.float16)
+        tmp = work / f"shard-{start:09d}.tmp-{os.getpid()}.npy"
+        np.save(tmp, emb)
+        os.replace(tmp, path)
+        parts.append(emb)
+    return np.concatenate(parts) if parts else np.zeros((0, 0), np.float16)
+
+
 def build_index(corpus: str | Path | Corpus = "medcorp-mini", encoder: str | EncoderConfig = "minilm-l6-v2",
                 kind: str = "flat", out_dir: str | Path | None = None, device: str | None = None,
                 dtype: str = "float32") -> Path:
@@ -95,13 +154,15 @@ def build_index(corpus: str | Path | Corpus = "medcorp-mini", encoder: str | Enc
     if dtype not in DTYPES:
         raise UserError(f"unknown embedding dtype {dtype!r}; one of {DTYPES}")
     out = Path(out_dir) if out_dir else index_dir(corpus, config, kind)
+    _remove_stale(out)
     tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
+    work = out.with_name(f"{out.name}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
         emb = _reusable_embeddings(corpus, config, dtype)
         if emb is None:
-            emb = Encoder(config, device).encode_passages(corpus.passages, progress=True, dtype=dtype).astype(np.float16)
+            emb = _embed_resumably(corpus, config, device, dtype, work)
         if kind not in COMPRESSED:
             np.save(tmp / "embeddings.npy", emb)
         if kind != "flat":
@@ -115,8 +176,11 @@ def build_index(corpus: str | Path | Corpus = "medcorp-mini", encoder: str | Enc
             out.rename(old)
         tmp.rename(out)
         shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if work.is_dir() and not any(work.glob("shard-*[0-9].npy")):
+            shutil.rmtree(work, ignore_errors=True)        # nothing worth resuming from
     return out
 
 

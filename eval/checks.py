@@ -92,6 +92,7 @@ def _ranges(values: dict[str, Any]) -> list[str]:
 def _names(cfg: "EvalConfig", loaded: frozenset[str]) -> list[str]:
     from pra.backends import BACKENDS
     from pra.models import AGENTS_DIR, model_problem, resolve_reward_agent
+    from pra.reward_agent import agent_folder_problem
     from search.controllers import parse_controller
 
     problems = []
@@ -115,7 +116,9 @@ def _names(cfg: "EvalConfig", loaded: frozenset[str]) -> list[str]:
         problems.append(f"--retrieval: unknown mode {cfg.retrieval!r}; one of {', '.join(RETRIEVAL_MODES)}")
     if "policy" not in loaded and cfg.backend != "openai" and (why := model_problem(cfg.policy, "--policy")):
         problems.append(why)
-    if cfg.method == "pra" and "reward_agent" not in loaded and cfg.agent_backend != "openai":
+    if cfg.method == "pra" and "reward_agent" not in loaded and (why := agent_folder_problem(cfg.reward_agent)):
+        problems.append(why)                   # an export cut short, before anything reads it
+    elif cfg.method == "pra" and "reward_agent" not in loaded and cfg.agent_backend != "openai":
         base, adapter = resolve_reward_agent(cfg.reward_agent)
         if why := model_problem(base, "--reward-agent" if adapter is None else f"--reward-agent {cfg.reward_agent}: base"):
             shipped = ", ".join(sorted(p.name for p in AGENTS_DIR.iterdir() if p.is_dir()))

@@ -100,6 +100,40 @@ def readout(s: SlotLogprobs) -> Readout:
     return Readout(two_way(s.slot1), two_way(s.slot2))
 
 
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def agent_folder_problem(name_or_path: str) -> str | None:
+    """Why ``--reward-agent NAME_OR_PATH`` names an agent folder that cannot be loaded as one (its adapter
+    config without its weights or the reverse, as an export cut short leaves it; an adapter config that
+    names no base; an unreadable ``PROMPT_RECORD``), or None. A folder without ``PROMPT_RECORD`` is an
+    agent trained before prompt records existed and is read with the older prompt."""
+    from pra.models import AGENTS_DIR
+
+    folder = AGENTS_DIR / name_or_path if (AGENTS_DIR / name_or_path).is_dir() else Path(name_or_path)
+    if not folder.is_dir():
+        return None
+    config = folder / "adapter_config.json"
+    weights = any((folder / w).is_file() for w in ADAPTER_WEIGHTS)
+    if config.exists() != weights:
+        has, lacks = ("adapter_config.json", "its weights (adapter_model.safetensors)") if config.exists() else \
+            ("adapter weights", "adapter_config.json")
+        return (f"--reward-agent {name_or_path}: {folder} has {has} but not {lacks}: an export cut short? "
+                "export the agent again")
+    if config.exists():
+        try:
+            base = json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
+        except (ValueError, AttributeError):
+            base = None
+        if not isinstance(base, str) or not base:
+            return f"--reward-agent {name_or_path}: {config} is not a peft adapter config naming its base model"
+    try:
+        shows_earlier_rewards(str(folder))
+    except UserError as err:
+        return str(err)
+    return None
+
+
 def shows_earlier_rewards(folder: str | None) -> bool:
     """The prompt variant of an agent (an adapter or a fully fine-tuned model's folder): its
     ``PROMPT_RECORD``, or the older prompt (earlier rewards shown) for a folder without one and for a
@@ -124,7 +158,10 @@ def load_reward_agent(name_or_path: str, batch_size: int = 16, share_prefix: boo
     from pra.backends.transformers_backend import TransformersBackend
     from pra.models import resolve_reward_agent
 
+    if why := agent_folder_problem(name_or_path):          # before any weights load
+        raise UserError(why)
     base, adapter = resolve_reward_agent(name_or_path)
+    earlier_rewards = shows_earlier_rewards(adapter or base)
     backend = TransformersBackend(base, batch_size=batch_size, adapter=adapter, share_prefix=share_prefix,
                                   dtype=dtype)
-    return RewardAgent(backend, max_doc_chars, shows_earlier_rewards(adapter or base))
+    return RewardAgent(backend, max_doc_chars, earlier_rewards)

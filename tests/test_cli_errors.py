@@ -51,6 +51,7 @@ FILES = {
     "stale/config.json": json.dumps({"benchmark": "medqa", "method": "direct", "policy": "p", "limit": 2, "shard": "0/1",
                                      "benchmark_hash": "0" * 16}).encode(),
     "stale/records.jsonl": b'{"id": "medqa-0", "correct": true}\n',
+    "halfagent/adapter_config.json": b'{"base_model_name_or_path": "smollm2-135m-instruct"}',
 }
 
 # (argv, what the one error line must contain); {tmp} is the test's folder.
@@ -129,6 +130,8 @@ CASES = [
     (["show", "{tmp}/badfinal"], "record 1 (id 'medqa-0') cannot be drawn: final must be a node index from 0 to 0, got 7"),
     (["compare", "{tmp}/runa", "{tmp}/nocorrect"], "nocorrect: record 2 (id 'medqa-1') has no 'correct' field"),
     (["compare", "{tmp}/runa", "{tmp}/markup"], "has 'correct' '[/bold]' (expected true or false)"),
+    (["eval", "--recipe", "pra-cpu", "--reward-agent", "{tmp}/halfagent", "--limit", "1", "--out", "{tmp}/run"],
+     "halfagent has adapter_config.json but not its weights (adapter_model.safetensors): an export cut short?"),
 ]
 
 

@@ -159,3 +159,40 @@ def test_shipped_medcorp_ivfpq_index_finds_vitamin_c_for_scurvy():
     [hits] = load_retriever(corpus, "dense").retrieve(["What vitamin deficiency causes scurvy?"], k=5)
     top = hits[0].passage.text.lower()
     assert "scurvy" in top and "vitamin c" in top, format_hits(hits)
+
+
+def test_a_killed_build_leaves_no_litter_and_resumes_from_its_last_shard(tmp_path, monkeypatch):
+    """Embeddings are saved shard by shard in ``<index>.partial``: a build that dies in its second shard
+    leaves the first, the rebuild embeds only the rest, and an index in place leaves neither the partial
+    folder nor the ``.tmp-PID`` folder of a build that was killed (here: a PID that no longer runs)."""
+    import numpy as np
+
+    from corpora import index as index_module
+
+    corpus = _notes_corpus(tmp_path)
+    calls = []
+
+    class FakeEncoder:
+        def __init__(self, config, device=None):
+            pass
+
+        def encode_passages(self, passages, progress=False, dtype="float32"):
+            calls.append([p.id for p in passages])
+            if len(calls) == 2 and not getattr(FakeEncoder, "healed", False):
+                raise KeyboardInterrupt            # killed in the second shard
+            return np.array([[len(p.text), i, 1.0] for i, p in enumerate(passages)], np.float32)
+
+    monkeypatch.setattr(index_module, "Encoder", FakeEncoder)
+    monkeypatch.setattr(index_module, "EMBED_SHARD", 4)
+    out = tmp_path / "corpus" / "index" / "minilm-l6-v2-flat"
+    litter = out.with_name(f"{out.name}.tmp-999999999")       # a build killed with kill -9 long ago
+    litter.mkdir(parents=True)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(corpus, "minilm-l6-v2", "flat")
+    partial = out.with_name(f"{out.name}.partial")
+    assert sorted(p.name for p in partial.glob("shard-*.npy")) == ["shard-000000000.npy"] and not out.exists()
+    FakeEncoder.healed = True
+    build_index(corpus, "minilm-l6-v2", "flat")
+    assert [len(c) for c in calls] == [4, 2, 2]                # the rebuild embedded only the second shard
+    assert sorted(p.name for p in out.parent.iterdir()) == [out.name]
+    assert np.load(out / "embeddings.npy").shape == (6, 3)

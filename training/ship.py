@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -156,20 +157,31 @@ def ship(run: Path, name: str, recipe: str) -> Path:
     labels = Path(args["labels"]).parent
     label_cfg = json.loads((labels / "label_config.json").read_text())
     label_stats = json.loads((labels / "label_stats.json").read_text())
-    folder = AGENTS_DIR / name
-    folder.mkdir(parents=True, exist_ok=True)
-    for f in ADAPTER_FILES:
-        shutil.copy2(run / f, folder / f)
-    (folder / PROMPT_RECORD).unlink(missing_ok=True)      # a run without one was trained on the older prompt
-    if (run / PROMPT_RECORD).exists():
-        shutil.copy2(run / PROMPT_RECORD, folder / PROMPT_RECORD)
-    summary = ({k: metrics.get(k) for k in HELD_OUT_KEYS} | {k: metrics[k] for k in ("initial", "final")}
-               | {"subgroups": metrics.get("subgroups", {}), "train_loss": metrics["train_loss"]})
-    (folder / "metrics.json").write_text(json.dumps(summary, indent=2))
-    (folder / "label_stats.json").write_text(json.dumps(label_stats, indent=2))
-    (folder / "README.md").write_text(model_card(name, recipe, args, metrics, label_cfg, label_stats,
-                                                 shows_earlier_rewards(str(run))))
-    return folder
+    final = AGENTS_DIR / name
+    # Written beside its place and renamed into it at the end: a ship cut short leaves no folder that
+    # --reward-agent NAME would load (and no earlier agent of that name half replaced).
+    folder = final.with_name(f".{name}.tmp-{os.getpid()}")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    try:
+        for f in ADAPTER_FILES:
+            shutil.copy2(run / f, folder / f)
+        if (run / PROMPT_RECORD).exists():                # a run without one was trained on the older prompt
+            shutil.copy2(run / PROMPT_RECORD, folder / PROMPT_RECORD)
+        summary = ({k: metrics.get(k) for k in HELD_OUT_KEYS} | {k: metrics[k] for k in ("initial", "final")}
+                   | {"subgroups": metrics.get("subgroups", {}), "train_loss": metrics["train_loss"]})
+        (folder / "metrics.json").write_text(json.dumps(summary, indent=2))
+        (folder / "label_stats.json").write_text(json.dumps(label_stats, indent=2))
+        (folder / "README.md").write_text(model_card(name, recipe, args, metrics, label_cfg, label_stats,
+                                                     shows_earlier_rewards(str(run))))
+        old = final.with_name(f".{name}.old-{os.getpid()}")
+        if final.exists():
+            final.rename(old)
+        folder.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return final
 
 
 def main() -> None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -71,15 +73,32 @@ def with_adapter(model, cfg: TrainConfig):
     return model
 
 
+# The file that makes a folder loadable (as an adapter, as a model): moved into place last by ``export``.
+LOADABLE = ("adapter_config.json", "config.json")
+
+
 def export(model, tokenizer, folder: Path, cfg: TrainConfig) -> None:
     """A folder ``load_reward_agent`` takes: the adapter (naming its base) or the full model, and the
-    prompt variant it was trained with."""
-    if cfg.lora:
-        model.save_pretrained(folder, save_embedding_layers=False)   # embeddings are frozen: no hub lookup
-    else:
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-    (folder / PROMPT_RECORD).write_text(json.dumps({"earlier_rewards": EARLIER_REWARDS}) + "\n")
+    prompt variant it was trained with. Everything is written into a temporary folder first, then moved
+    in with the prompt record first and the config that makes the folder loadable last, so an export cut
+    short never leaves a folder that loads as an agent with the wrong prompt or half its weights."""
+    tmp = folder / f".export-tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        if cfg.lora:
+            model.save_pretrained(tmp, save_embedding_layers=False)   # embeddings are frozen: no hub lookup
+        else:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+        (tmp / PROMPT_RECORD).write_text(json.dumps({"earlier_rewards": EARLIER_REWARDS}) + "\n")
+        for name in LOADABLE:                  # an earlier export's: the folder stops loading until done
+            (folder / name).unlink(missing_ok=True)
+        order = sorted(tmp.iterdir(), key=lambda p: (p.name != PROMPT_RECORD, p.name in LOADABLE, p.name))
+        for path in order:
+            os.replace(path, folder / path.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class SlotCollator:
