@@ -3,6 +3,7 @@ resample questions, the prompt an agent folder records, and an older agent read 
 readouts. The end-to-end test runs a tiny random Llama (SmolLM2's tokenizer) with a random LoRA adapter."""
 import json
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,8 +15,8 @@ from pra.reward_agent import PROMPT_RECORD, Readout, ScoreRequest, load_reward_a
 from pra.types import Question
 from tests.test_training import write_labels
 from training.dataset import Example, load_examples
-from training.evaluate_agent import (READOUTS, agent_readouts, evaluate_agent, held_out_summary, question_bootstrap,
-                                     step_metrics)
+from training.evaluate_agent import (READOUTS, agent_readouts, evaluate_agent, excludes_chance, held_out_summary,
+                                     question_bootstrap, search_baselines, step_metrics, versus_rules)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +83,41 @@ def test_step_metrics_and_the_paired_gain():
     assert summary["reward_auroc_gain"] == 0.5 and summary["reward_auroc_gain_ci"] == [0.5, 0.5]
     assert summary["untrained_reward_auroc"] == 0.5 and summary["action_std"] == trained["action_std"]
     assert held_out_summary([], {"examples": 0}, {"examples": 0})["reward_auroc"] is None
+    # next to their baselines: the AUROC's interval against chance, the search accuracy against a constant
+    assert trained["reward_auroc_excludes_chance"] is True and untrained["reward_auroc_excludes_chance"] is False
+    assert summary["reward_auroc_excludes_chance"] is True
+    assert summary["search_positive_share"] == summary["always_search_accuracy"] == 1.0     # every label here is 1
+    assert untrained["search_accuracy"] == untrained["always_search_accuracy"]             # the flat 0.7 readout
+
+
+def test_search_baselines_and_chance():
+    examples = [example(f"q{i}", 1, 1.0) for i in range(4)]
+    examples[0] = replace(examples[0], search=0)
+    assert search_baselines(examples) == {"search_positive_share": 0.75, "always_search_accuracy": 0.75,
+                                          "constant_search_accuracy": 0.75}
+    assert search_baselines([])["constant_search_accuracy"] is None
+    assert excludes_chance([0.472, 0.591]) is False and excludes_chance([0.51, 0.6]) is True
+    assert excludes_chance([0.3, 0.45]) is True and excludes_chance(None) is None
+
+
+def test_versus_rules_credits_an_agent_only_where_it_beats_every_rule():
+    # Both options named once in the documents, the gold one longer in half the questions: the substring
+    # rule is a constant, the length rule at chance. An agent that reads the statement beats both; an
+    # agent that rewards length does not.
+    examples = []
+    for i in range(40):
+        q = Question(f"q{i}", "Which vitamin prevents scurvy?", {"A": "Vitamin C", "B": "Vitamin B12"}, "A", "train")
+        gold, wrong = ("Vitamin C", "Vitamin B12") if i % 2 else ("Vitamin B12", "Vitamin C")
+        docs = ((f"t{i}", f"It is not {wrong} but {gold}."),)
+        for label, text in ((1.0, gold), (0.0, wrong)):
+            request = ScoreRequest(q, (), (), f"The correct choice is {text}.", docs)
+            examples.append(Example(f"q{i}/{label}", f"q{i}", f"q{i}/t{int(label)}", 1, request, label, 1, False))
+    reader = versus_rules(examples, [e.reward * 0.8 + 0.1 for e in examples])
+    assert reader["substring"]["reward_auroc"] == 0.5 and reader["length"]["reward_auroc"] == 0.5
+    assert reader["agent"]["reward_auroc"] == 1.0 and reader["beats_all_rules"] is True
+    assert reader["length"]["agent_minus_rule"] == 0.5 and reader["resamples"] == 1000
+    by_length = versus_rules(examples, [len(e.request.step) for e in examples])
+    assert by_length["beats_all_rules"] is False and by_length["length"]["agent_minus_rule"] == 0.0
 
 
 def test_subgroups_separate_prompts_whose_evidence_states_the_answer():

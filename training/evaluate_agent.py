@@ -11,6 +11,15 @@ trained-minus-untrained gain from the same resamples (paired). The summary also 
 subgroup of the held-out prompts (``SUBGROUPS``): with and without documents, steps that answer and
 steps that do not, and prompts whose documents include the question's own explanation, where what
 the teacher rewards can be read from the prompt itself.
+
+Each metric stands next to its baseline: the reward AUROC's interval against chance (0.5,
+``reward_auroc_excludes_chance``) as well as against the backbone, and the search accuracy next to the
+share of positive search labels (``search_positive_share``), which is what the constant "always
+search" readout scores (``always_search_accuracy``; the better constant is ``constant_search_accuracy``).
+The prompts with documents exist only for steps whose search label is 1, so that share is often high.
+``--baselines`` adds, for the planted-signal sets, the AUROC of the substring, BM25 and length rules on
+the same held-out steps (training.evidence_check.rule_baselines) and the agent's paired difference
+from each.
 """
 from __future__ import annotations
 
@@ -69,9 +78,16 @@ def agent_readouts(agent: RewardAgent, examples: list[Example]) -> list[Readout]
 
 
 def _auroc(y: np.ndarray, p: np.ndarray) -> float | None:
-    from sklearn.metrics import roc_auc_score
+    """ROC AUC (sklearn's roc_auc_score, ties counted half) from average ranks: the bootstraps call it
+    thousands of times."""
+    from scipy.stats import rankdata
 
-    return float(roc_auc_score(y, p)) if 0 < y.sum() < len(y) else None
+    positives = int(y.sum())
+    if not 0 < positives < len(y):
+        return None
+    negatives = len(y) - positives
+    ranks = rankdata(p)
+    return float((ranks[y == 1].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 
 def question_bootstrap(examples: list[Example], statistic: Callable[[np.ndarray], float | None],
@@ -94,6 +110,21 @@ def question_bootstrap(examples: list[Example], statistic: Callable[[np.ndarray]
     return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]
 
 
+def excludes_chance(ci: list[float] | None) -> bool | None:
+    """Whether an AUROC's interval lies wholly on one side of 0.5 (None without an interval)."""
+    return None if ci is None else bool(ci[0] > 0.5 or ci[1] < 0.5)
+
+
+def search_baselines(examples: list[Example]) -> dict[str, float | None]:
+    """The constant readouts' search accuracy: the share of positive search labels is what "always
+    search" scores, its complement "never search"; ``constant_search_accuracy`` is the better one."""
+    if not examples:
+        return {"search_positive_share": None, "always_search_accuracy": None, "constant_search_accuracy": None}
+    share = float(np.mean([bool(e.search) for e in examples]))
+    return {"search_positive_share": share, "always_search_accuracy": share,
+            "constant_search_accuracy": max(share, 1.0 - share)}
+
+
 def step_metrics(examples: list[Example], readouts: list[Readout]) -> dict[str, Any]:
     """One evaluation's metrics (module docstring), with the per-example rewards under ``READOUTS``."""
     from sklearn.metrics import average_precision_score
@@ -104,14 +135,14 @@ def step_metrics(examples: list[Example], readouts: list[Readout]) -> dict[str, 
     p = np.array([r.reward for r in readouts])
     action = np.array([r.action for r in readouts])
     auroc = _auroc(y, p)
+    ci = question_bootstrap(examples, lambda i: _auroc(y[i], p[i])) if auroc is not None else None
     return {"examples": len(examples), "questions": len({e.question_id for e in examples}),
             "positive_share": float(y.mean()),
-            "reward_auroc": auroc,
-            "reward_auroc_ci": question_bootstrap(examples, lambda i: _auroc(y[i], p[i])) if auroc is not None else None,
+            "reward_auroc": auroc, "reward_auroc_ci": ci, "reward_auroc_excludes_chance": excludes_chance(ci),
             "reward_pr_auc": float(average_precision_score(y, p)) if auroc is not None else None,
             "action_mean": float(action.mean()), "action_std": float(action.std()),
             "search_accuracy": float(np.mean([(r.action >= 0.5) == bool(e.search) for r, e in zip(readouts, examples)])),
-            READOUTS: p.tolist()}
+            **search_baselines(examples), READOUTS: p.tolist()}
 
 
 def validate(agent: RewardAgent, examples: list[Example]) -> dict[str, Any]:
@@ -146,8 +177,9 @@ def auroc_comparison(examples: list[Example], before: list[float], after: list[f
         return {"examples": len(examples), "positive_share": float(y.mean()) if len(y) else None,
                 "reward_auroc": None, "untrained_reward_auroc": None, "reward_auroc_gain": None}
     gain, gain_ci = _paired_gain(examples, y, b, a)
+    ci = question_bootstrap(examples, lambda i: _auroc(y[i], a[i]))
     return {"examples": len(examples), "positive_share": float(y.mean()),
-            "reward_auroc": trained, "reward_auroc_ci": question_bootstrap(examples, lambda i: _auroc(y[i], a[i])),
+            "reward_auroc": trained, "reward_auroc_ci": ci, "reward_auroc_excludes_chance": excludes_chance(ci),
             "untrained_reward_auroc": untrained,
             "untrained_reward_auroc_ci": question_bootstrap(examples, lambda i: _auroc(y[i], b[i])),
             "reward_auroc_gain": gain, "reward_auroc_gain_ci": gain_ci}
@@ -171,6 +203,7 @@ def held_out_summary(examples: list[Example], untrained: dict[str, Any], trained
                                                    [after[k] for k in kept])
     return {"examples": trained.get("examples", 0), "questions": trained.get("questions", 0),
             "reward_auroc": trained.get("reward_auroc"), "reward_auroc_ci": trained.get("reward_auroc_ci"),
+            "reward_auroc_excludes_chance": excludes_chance(trained.get("reward_auroc_ci")),
             "reward_pr_auc": trained.get("reward_pr_auc"),
             "untrained_reward_auroc": untrained.get("reward_auroc"),
             "untrained_reward_auroc_ci": untrained.get("reward_auroc_ci"),
@@ -179,7 +212,32 @@ def held_out_summary(examples: list[Example], untrained: dict[str, Any], trained
             "action_std": trained.get("action_std"), "untrained_action_std": untrained.get("action_std"),
             "search_accuracy": trained.get("search_accuracy"),
             "untrained_search_accuracy": untrained.get("search_accuracy"),
-            "subgroups": subgroups}
+            **search_baselines(examples), "subgroups": subgroups}
+
+
+def versus_rules(examples: list[Example], agent_rewards: list[float], max_doc_chars: int = 400) -> dict[str, Any]:
+    """The substring, BM25 and length rules (training.evidence_check) on the prompts with documents
+    among ``examples``, each with the agent's paired AUROC difference from it read in its better
+    direction (``agent_minus_rule``)
+    and whether the agent beats every rule with its interval (``beats_all_rules``)."""
+    from training.evidence_check import oriented, rule_baselines, rule_scores
+
+    kept = [k for k, e in enumerate(examples) if e.request.docs]
+    steps = [examples[k] for k in kept]
+    if not steps:
+        return {"examples": 0}
+    y = np.array([int(e.reward >= 0.5) for e in steps])
+    agent = np.array([agent_rewards[k] for k in kept])
+    out = rule_baselines(steps, max_doc_chars)
+    out["agent"] = {"reward_auroc": _auroc(y, agent),
+                    "reward_auroc_ci": question_bootstrap(steps, lambda i: _auroc(y[i], agent[i]))}
+    for name, scores in rule_scores(steps, max_doc_chars).items():
+        rule = np.array(oriented(scores, y.tolist()))        # the rule read in its better direction
+        diff, ci = _paired_gain(steps, y, rule, agent) if _auroc(y, agent) is not None else (None, None)
+        out[name]["agent_minus_rule"], out[name]["agent_minus_rule_ci"] = diff, ci
+    out["beats_all_rules"] = all(out[n]["agent_minus_rule_ci"] is not None and out[n]["agent_minus_rule_ci"][0] > 0
+                                 for n in ("substring", "bm25", "length"))
+    return out
 
 
 def without_readouts(evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -188,9 +246,10 @@ def without_readouts(evaluation: dict[str, Any]) -> dict[str, Any]:
 
 def evaluate_agent(agent_name: str, labels: str, reward_label: str, search_label: str, val_fraction: float,
                    seed: int, always_without_docs: bool = True, max_doc_chars: int = 400,
-                   backbone: str | None = None) -> dict[str, Any]:
+                   backbone: str | None = None, baselines: bool = False) -> dict[str, Any]:
     """``metrics.json``'s held-out keys for an agent folder on a labels file's validation questions:
-    the agent, then its backbone (the adapter's base unless ``backbone`` is given) with the same prompt."""
+    the agent, then its backbone (the adapter's base unless ``backbone`` is given) with the same prompt;
+    with ``baselines``, the rule baselines on the prompts with documents (``versus_rules``)."""
     from pra.backends.transformers_backend import TransformersBackend
     from pra.models import resolve_reward_agent
     from pra.reward_agent import load_reward_agent
@@ -207,7 +266,8 @@ def evaluate_agent(agent_name: str, labels: str, reward_label: str, search_label
     trained, shown = validate(agent, val_set), agent.earlier_rewards
     del agent                                      # one model in memory at a time
     untrained = validate(RewardAgent(TransformersBackend(backbone, dtype="float32"), max_doc_chars, shown), val_set)
-    return {**held_out_summary(val_set, untrained, trained), "agent": agent_name, "backbone": backbone,
+    rules = {"rule_baselines": versus_rules(val_set, trained[READOUTS], max_doc_chars)} if baselines else {}
+    return {**held_out_summary(val_set, untrained, trained), **rules, "agent": agent_name, "backbone": backbone,
             "labels": labels, "reward_label": reward_label, "search_label": search_label,
             "val_fraction": val_fraction, "seed": seed, "always_without_docs": always_without_docs,
             "earlier_rewards_shown": shown,
@@ -228,13 +288,15 @@ def main() -> None:
     ap.add_argument("--always-without-docs", dest="always_without_docs", action=argparse.BooleanOptionalAction,
                     help="always search labels: also read each step without its documents (default: the recipe's)")
     ap.add_argument("--backbone", help="the untrained model to compare with (default: the adapter's base)")
+    ap.add_argument("--baselines", action="store_true", help="planted-signal sets: the substring, BM25 and length "
+                    "rules' AUROC on the same held-out steps, and the agent's paired difference from each")
     ap.add_argument("--out", type=Path, help="write the metrics here as JSON (default: print only)")
     a = ap.parse_args()
     cfg = load_config(TrainConfig, "train", a.recipe, vars(a))
     if not Path(cfg.labels).is_file():
         raise SystemExit(f"no labels file {cfg.labels}: run `pra label` for it, or pass --labels")
     metrics = evaluate_agent(a.agent, cfg.labels, cfg.reward_label, cfg.search_label, cfg.val_fraction, cfg.seed,
-                             cfg.always_without_docs, cfg.max_doc_chars, a.backbone)
+                             cfg.always_without_docs, cfg.max_doc_chars, a.backbone, a.baselines)
     text = json.dumps(metrics, indent=2)
     if a.out:
         a.out.write_text(text)

@@ -213,8 +213,19 @@ def rule_scores(examples: list, max_doc_chars: int = 400) -> dict[str, list[floa
             "length": [float(len(e.request.step)) for e in examples]}
 
 
+def oriented(scores: list[float], labels: list[int]) -> list[float]:
+    """A rule's scores turned to the direction in which they rank the labels better (a rule below chance
+    read the other way round is above it); chosen on the same steps, which favours the rule."""
+    from training.evaluate_agent import _auroc
+    import numpy as np
+
+    auroc = _auroc(np.array(labels), np.array(scores))
+    return [-x for x in scores] if auroc is not None and auroc < 0.5 else list(scores)
+
+
 def rule_baselines(examples: list, max_doc_chars: int = 400, seed: int = 0) -> dict[str, Any]:
-    """AUROC of each rule (``rule_scores``) against the label, with its question-bootstrap interval."""
+    """AUROC of each rule (``rule_scores``) against the label, with its question-bootstrap interval, as
+    scored and read in its better direction (``oriented``: ``best_direction_auroc``)."""
     import numpy as np
 
     from training.evaluate_agent import BOOTSTRAP_RESAMPLES, _auroc, question_bootstrap
@@ -224,8 +235,10 @@ def rule_baselines(examples: list, max_doc_chars: int = 400, seed: int = 0) -> d
                            "resamples": BOOTSTRAP_RESAMPLES}
     for name, scores in rule_scores(examples, max_doc_chars).items():
         p = np.array(scores)
-        out[name] = {"reward_auroc": _auroc(y, p),
-                     "reward_auroc_ci": question_bootstrap(examples, lambda i: _auroc(y[i], p[i]), seed=seed)}
+        auroc = _auroc(y, p)
+        out[name] = {"reward_auroc": auroc,
+                     "reward_auroc_ci": question_bootstrap(examples, lambda i: _auroc(y[i], p[i]), seed=seed),
+                     "best_direction_auroc": None if auroc is None else max(auroc, 1 - auroc)}
     return out
 
 
