@@ -8,8 +8,9 @@ right and B wrong, c: the reverse; two-sided binomial test of b against Bin(b + 
 whose CI covers 0 is no gain.
 
 Both runs must come from the same benchmark content: a run config stores ``benchmark_hash`` (a hash of
-the question set, ``pra.benchmarks.content_hash``); runs written before it are checked on the question
-ids their records hold instead. A mismatch is an error; ``allow_different`` compares anyway and names
+the question set, ``pra.benchmarks.content_hash``); runs written before it are checked on the benchmark
+their configs name and on the question ids their records hold (one run's questions must hold the
+other's: a run still going holds part of them). A mismatch is an error; ``allow_different`` compares anyway and names
 what differs. ``seeds`` > 1 repeats the bootstrap with that many seeds and reports how far each CI bound
 moves between them.
 
@@ -161,6 +162,17 @@ def run_benchmark(run: Path) -> tuple[str | None, str | None]:
     return (str(name) if name is not None else None), (str(digest) if digest is not None else None)
 
 
+def _benchmark_key(name: str) -> str:
+    """A benchmark as a config names it: a registered name, or a path (the registered file's path is its
+    name), so that ``medqa`` and some other file called ``medqa.jsonl`` differ."""
+    from pra.benchmarks import BENCHMARKS
+
+    if name in BENCHMARKS:
+        return name
+    path = Path(name).resolve()
+    return next((known for known, (_, file) in BENCHMARKS.items() if file.resolve() == path), str(path))
+
+
 def _questions(records: list[dict[str, Any]]) -> set[str]:
     return {str(r.get("group") or split_id(r["id"])[0]) for r in records if isinstance(r, dict) and "id" in r}
 
@@ -174,8 +186,10 @@ def mismatch(a: str, b: str, records_a: list[dict[str, Any]], records_b: list[di
             return None
         return (f"{a} ran benchmark {name_a} (questions hash {hash_a}) and {b} ran {name_b} (questions hash "
                 f"{hash_b}): different question sets")
+    if name_a and name_b and _benchmark_key(name_a) != _benchmark_key(name_b):
+        return f"{a} ran benchmark {name_a} and {b} ran {name_b}"
     qa, qb = _questions(records_a), _questions(records_b)
-    if qa == qb:
+    if qa <= qb or qb <= qa:          # the same questions, or a run still going holds part of the other's
         return None
     only_a, only_b = sorted(qa - qb), sorted(qb - qa)
     show = lambda ids: ", ".join(repr(i[:40]) for i in ids[:3]) + (" ..." if len(ids) > 3 else "")

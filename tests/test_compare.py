@@ -47,10 +47,26 @@ def test_older_folders_without_a_hash_are_checked_on_their_question_ids(tmp_path
     a = run_folder(tmp_path, "a", ["medqa-0", "medqa-1", "medqa-2"])
     b = run_folder(tmp_path, "b", ["medqa-0", "medqa-1@r1", "medqa-2@r3", "medqa-1", "medqa-2"])  # same questions
     assert compare_runs([a, b])[0].n == 3
+    partial = run_folder(tmp_path, "partial", ["medqa-1"])                   # a run still going
+    assert compare_runs([a, partial])[0].n == 1
     other = run_folder(tmp_path, "other", ["medqa-0", "medqa-1", "x-9"])
     with pytest.raises(UserError, match=r"hold different questions \(1 only in .*a: 'medqa-2'; 1 only in .*other: 'x-9'\)"):
         compare_runs([a, other])
     assert compare_runs([a, other], allow_different=True)[0].n == 2
+
+
+def test_older_configs_naming_different_benchmarks_are_refused(tmp_path):
+    """The issue's case: the shipped medqa against another file called medqa.jsonl, whose fallback ids
+    (medqa-0, medqa-1) are the same; configs written before benchmark_hash still name the benchmark."""
+    ids = ["medqa-0", "medqa-1"]
+    shipped = run_folder(tmp_path, "shipped", ids, benchmark="medqa")
+    (tmp_path / "medqa.jsonl").write_text("")
+    lookalike = run_folder(tmp_path, "lookalike", ids, benchmark=str(tmp_path / "medqa.jsonl"))
+    with pytest.raises(UserError, match=r"ran benchmark medqa and .* ran .*medqa.jsonl"):
+        compare_runs([shipped, lookalike])
+    from pra.benchmarks import BENCHMARKS
+    same = run_folder(tmp_path, "by-path", ids, benchmark=str(BENCHMARKS["medqa"][1]))
+    assert compare_runs([shipped, same])[0].n == 2
 
 
 def test_a_record_without_correct_is_an_error_naming_the_run(tmp_path):
