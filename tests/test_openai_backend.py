@@ -167,3 +167,27 @@ def test_a_planted_key_reaches_no_file(stub, tmp_path, monkeypatch, capsys):
         assert SECRET not in text and TOKEN not in text, name
     assert json.loads(files["config.json"])["base_url"].startswith("http://***@127.0.0.1:")
     assert "api_key=***" in files["config.json"]
+
+
+@pytest.mark.parametrize("reply, extra, culprit", [
+    (("raw", b"<html>busy</html>"), [], "the reply is not JSON: '<html>busy</html>'"),
+    ({"choices": [{"index": 0, "text": "A"}]}, [], "the reply has no logprobs"),
+    (("sleep", 2.0), ["--read-timeout", "0.3", "--retries", "1"], "failed 2 times; last: ReadTimeout: no reply within 0.3 s"),
+])
+def test_a_bad_server_is_one_error_line_from_the_command_line(stub, tmp_path, capsys, monkeypatch, reply, extra, culprit):
+    """``pra eval --backend openai`` against a server that answers HTML, answers without log-probs or never
+    answers: exit 2, one error line naming the redacted URL (and a warning line per retry before it)."""
+    from pra import cli
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    stub["default"] = reply
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"id": "q0", "question": "q?", "options": ["x", "y"], "answer": "A"}) + "\n")
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["eval", "--method", "direct", "--backend", "openai", "--base-url", stub["secret_url"], "--policy", MODEL,
+                  "--benchmark", str(bench), "--limit", "1", "--out", str(tmp_path / "run"), *extra])
+    lines = [line.split("\r")[-1] for line in capsys.readouterr().err.split("\n")]    # after a progress bar's \r
+    err = [line for line in lines if line.startswith("pra ")]
+    errors = [line for line in err if line.startswith("pra eval: error: ")]
+    assert stop.value.code == 2 and len(errors) == 1 and culprit in errors[0], err
+    assert "http://***@127.0.0.1" in errors[0] and SECRET not in "\n".join(err) and TOKEN not in "\n".join(err)

@@ -142,3 +142,27 @@ def test_any_bytes_read_as_records_or_a_record_file_error(tmp_path_factory, head
     except RecordFileError:
         return
     assert "new-one" in {str(r.get("id")) for r in read_records(path)}
+
+
+def test_a_run_whose_records_end_inside_a_utf8_character_resumes(tmp_path):
+    """The issue's first case: the run folder's records end part-way through a µ (a kill, a full disk);
+    the rerun reads the folder (before, the folder check decoded the whole file and died), cuts the torn
+    bytes and asks that question again: every id once."""
+    from eval.run import EvalConfig, run_eval
+    from tests.fakes import ScriptedPolicy
+
+    bench = tmp_path / "micro.jsonl"
+    bench.write_text("".join(json.dumps({"id": f"µ{i}", "question": f"q{i}?", "options": ["x", "y"], "answer": "A"},
+                                        ensure_ascii=False) + "\n" for i in range(4)))
+    cfg = EvalConfig(benchmark=str(bench), method="direct", out=str(tmp_path / "run"))
+    policy = ScriptedPolicy(lambda *a: "", force="A")
+    run_eval(cfg, policy=policy)
+    path = tmp_path / "run" / "records.jsonl"
+    data = path.read_bytes()
+    last = data.rstrip(b"\n").rfind(b"\n") + 1
+    cut = data.index("µ".encode(), last) + 1                  # inside the last record's first µ
+    path.write_bytes(data[:cut])
+    assert len(list(read_records(path))) == 3
+    summary = run_eval(cfg, policy=policy)
+    ids = [r["id"] for r in read_records(path)]
+    assert summary["n"] == 4 and sorted(ids) == [f"µ{i}" for i in range(4)]

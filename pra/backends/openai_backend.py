@@ -30,6 +30,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 from typing import Sequence
 
 import requests
@@ -128,8 +129,11 @@ class OpenAIBackend(LMBackend):
             raise UserError(f"the openai backend needs --base-url http://HOST:PORT (an OpenAI-compatible server), "
                             f"got {redact_url(base_url) if isinstance(base_url, str) else base_url!r}")
         self.name = model
-        root = base_url.rstrip("/")
-        self.url = (root if root.endswith("/v1") else root + "/v1") + "/completions"
+        parts = urlsplit(base_url)
+        path = parts.path.rstrip("/")
+        root = urlunsplit(parts._replace(path=path, query="", fragment=""))
+        path = (path if path.endswith("/v1") else path + "/v1") + "/completions"
+        self.url = urlunsplit(parts._replace(path=path, fragment=""))     # a ?query the server wants is kept
         self.shown_url = redact_url(self.url)            # what errors and warnings name
         self.timeout = (connect_timeout or OPTIONS.connect_timeout, timeout or OPTIONS.read_timeout)
         self.max_retries = OPTIONS.retries if max_retries is None else max_retries
