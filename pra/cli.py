@@ -204,11 +204,9 @@ def cmd_eval(args: argparse.Namespace) -> None:
         trees = load_trees(cfg.out)
         print_trees(trees)
         viewer = f"{write_page(trees)} (open it in a browser)"
-    agent = {"reward_agent": "reward agent"} if cfg.method == "pra" else {}
-    _table(f"{cfg.method} on {cfg.benchmark} (policy {cfg.policy}"
-           + (f", reward agent {cfg.reward_agent}, search {cfg.search_controller})" if agent else ")"),
-           {**summary, "reward_agent": cfg.reward_agent},
-           {**agent, "n": "n", "accuracy": "accuracy", "stderr": "± s.e.", "forced": "forced",
+    agent = f", reward agent {cfg.reward_agent}, search {cfg.search_controller}" if cfg.method == "pra" else ""
+    _table(f"{cfg.method} on {cfg.benchmark} (policy {cfg.policy}{agent})", summary,
+           {"n": "n", "accuracy": "accuracy", "stderr": "± s.e.", "forced": "forced",
             "tokens_per_question": "tokens/q", "seconds_per_question": "s/q", "searches_per_question": "searches/q"})
     print(describe(summary))
     print(f"records: {Path(cfg.out) / 'records.jsonl'}\nsummary: {Path(cfg.out) / 'summary.json'}\nviewer: {viewer}")
