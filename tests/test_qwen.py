@@ -1,0 +1,110 @@
+"""The Qwen2.5-Coder models (GGUF chunk packages, `pra models --prepare NAME`) on the llama.cpp backend:
+generation, the letter readout and the agent's ``r,s`` readout on each model, the KV-cache bookkeeping
+(batched samples, prefix reuse), and agreement with transformers on the same 0.5B weights.
+
+Tolerances, measured here: the Q4_K_M weights are the same on both paths, but llama.cpp multiplies
+them by 8-bit-quantized activations where transformers dequantizes them to bfloat16/float32, so
+log-probabilities differ by a few hundredths of a nat and greedy text may part after some tokens."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pra.backends.base import SamplingParams
+from pra.types import Message
+from tests.conftest import require, require_module
+
+require_module("llama_cpp", "llamacpp", "llama-cpp-python is not installed (make setup-test builds it)")
+
+SMALL, LARGE = "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"
+EASY = ("Which organ pumps blood through the body?\nA) Liver\nB) Heart\nC) Kidney\nD) Lung\n"
+        "Answer with the letter only.")
+
+
+def _backend(name: str):
+    from pra import models
+    from pra.backends.llamacpp_backend import LlamaCppBackend
+
+    if not models.prepared(models.EMBEDDED[name]):
+        require("qwen", f"{name} is not prepared: pra models --prepare {name}")
+    return LlamaCppBackend(name, n_ctx=4096, max_seqs=32)
+
+
+@pytest.fixture(scope="module")
+def small():
+    b = _backend(SMALL)
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def large():
+    b = _backend(LARGE)
+    yield b
+    b.close()
+
+
+def _letters(backend) -> dict[str, float]:
+    prompt = backend.render([Message("user", EASY)], "The answer is (")
+    (lp,) = backend.choice_logprobs([prompt], [list("ABCD")])
+    return lp
+
+
+@pytest.mark.parametrize("fixture", ["small", "large"])
+def test_generation_letter_and_agent_readouts(fixture, request):
+    backend = request.getfixturevalue(fixture)
+    assert backend.has_chat_template                          # the chat template comes from the GGUF
+    prompt = backend.render([Message("user", "Name three organs of the human body, one per line.")])
+    (greedy,), = backend.generate([prompt], SamplingParams(max_tokens=24, stop=("\n\n",)))
+    assert len(greedy.text.split()) >= 2 and greedy.tokens <= 24, greedy
+    lp = _letters(backend)
+    assert math.isclose(sum(math.exp(v) for v in lp.values()), 1.0, rel_tol=1e-6)
+    if fixture == "large":                                   # the 1.5B knows where blood is pumped:
+        assert math.exp(lp["B"]) > 0.9, lp                   # p(B) 0.996 measured; the 0.5B is at chance
+    # r,s: slot 1 after the prompt; slot 2 after the likelier digit and ","; both exact, both normalised
+    head = backend.render([Message("user", "Is this step correct? Step 1: The heart pumps blood. Reply r,s")])
+    (slots,) = backend.slot_logprobs([(head, "")])
+    for slot in (slots.slot1, slots.slot2):
+        assert set(slot) == {"0", "1"} and all(v < 0 for v in slot.values())
+
+
+def test_samples_are_seeded_and_batched(small):
+    """n samples decode together, each from its own seed: the same seeds give the same texts whatever
+    else is in the call, other seeds other texts."""
+    prompt = small.render([Message("user", "Write one short sentence about the liver.")])
+    other = small.render([Message("user", "Write one short sentence about the lung.")])
+    params = SamplingParams(n=4, temperature=1.0, max_tokens=16)
+    a = small.generate([prompt], params, seeds=[1])[0]
+    b = small.generate([other, prompt], params, seeds=[7, 1])[1]
+    c = small.generate([prompt], params, seeds=[2])[0]
+    assert [x.text for x in a] == [x.text for x in b]
+    assert [x.text for x in a] != [x.text for x in c]
+    assert len({x.text for x in a}) > 1                      # four samples, not four copies
+
+
+def test_prefix_reuse_computes_a_shared_prompt_once(small):
+    """A call that extends the previous call's prompt computes only the new tokens; the readout is the
+    same as from a cold cache."""
+    base = small.render([Message("user", EASY)])
+    cold = small.choice_logprobs([base + "The answer is ("], [list("ABCD")])[0]
+    small.choice_logprobs([base + "Step 1:"], [list("ABCD")])
+    before = small.stats.prompt_tokens
+    warm = small.choice_logprobs([base + "The answer is ("], [list("ABCD")])[0]
+    assert small.stats.prompt_tokens - before <= 6           # only the tokens after the shared prefix
+    for k in cold:
+        assert abs(cold[k] - warm[k]) < 1e-3, (cold, warm)
+
+
+def test_agrees_with_transformers_on_the_same_weights(small):
+    """The same GGUF on both paths: letter log-probs within 0.15 nats, the same greedy first tokens."""
+    from pra.backends.transformers_backend import TransformersBackend
+
+    tf = TransformersBackend(SMALL, dtype="float32")
+    lp_tf, lp_cpp = _letters(tf), _letters(small)
+    for k in lp_tf:
+        assert abs(lp_tf[k] - lp_cpp[k]) < 0.15, (lp_tf, lp_cpp)
+    prompt = small.render([Message("user", "What does the heart do? One sentence.")])
+    (a,), = tf.generate([prompt], SamplingParams(max_tokens=8))
+    (b,), = small.generate([prompt], SamplingParams(max_tokens=8))
+    assert a.text.split()[:4] == b.text.split()[:4], (a.text, b.text)
