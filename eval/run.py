@@ -293,7 +293,8 @@ class Parts:
             from pra.backends import load_policy
             # batch_size is the transformers backend's; vLLM and servers schedule their own batches.
             extra = {"transformers": {"batch_size": cfg.batch_size, **engine_options(cfg, "transformers")},
-                     "vllm": engine_options(cfg, "vllm"), "openai": {"base_url": cfg.base_url}}
+                     "vllm": engine_options(cfg, "vllm"), "openai": {"base_url": cfg.base_url},
+                     "llamacpp": engine_options(cfg, "llamacpp")}
             self.policy = load_policy(cfg.policy, backend=cfg.backend, **extra.get(cfg.backend, {}))
         if cfg.method == "pra" and self.controller is None:
             from search.controllers import make_controller
@@ -345,7 +346,7 @@ def _reward_agent(cfg: EvalConfig):
         return RewardAgent(load_policy(cfg.reward_agent, backend="openai", base_url=cfg.agent_base_url, tokenizer=base),
                            earlier_rewards=rewards)
     # A vLLM agent gets the policy's engine options: on the policy's base model they share one engine.
-    options = engine_options(cfg, "vllm") if cfg.agent_backend == "vllm" else {}
+    options = engine_options(cfg, cfg.agent_backend) if cfg.agent_backend in ("vllm", "llamacpp") else {}
     return RewardAgent(load_policy(base, backend=cfg.agent_backend, adapter=adapter, **options), earlier_rewards=rewards)
 
 
@@ -354,6 +355,8 @@ def engine_options(cfg: EvalConfig, backend: str) -> dict[str, Any]:
     ``vllm.LLM``, transformers' to ``from_pretrained`` (``model_kwargs``); unset ones are left out."""
     if backend == "vllm":
         return {**({"dtype": cfg.dtype} if cfg.dtype else {}), **(cfg.engine_args or {})}
+    if backend == "llamacpp":       # the GGUF's own weights: n_ctx, max_seqs, threads
+        return dict(cfg.engine_args or {})
     return {**({"dtype": cfg.dtype} if cfg.dtype else {}), **({"device": cfg.device} if cfg.device else {}),
             **({"model_kwargs": dict(cfg.engine_args)} if cfg.engine_args else {})}
 
