@@ -126,13 +126,13 @@ def model_state(model) -> str:
 
     from pra.models import cache_dir
 
-    if importlib.util.find_spec(model.package) is None:
-        return f"package missing: {model.pip}"
-    if model.gguf is None:
-        return "ready"
+    prepare = "pra models --prepare" + ("" if getattr(model, "default", True) else f" {model.name}")
     cached = cache_dir() / "models" / model.name / "model.safetensors"
-    return f"prepared ({_mb(cached.stat().st_size)} in {cached.parent})" if cached.exists() else \
-        "not prepared (`pra models --prepare`, about a minute)"
+    if model.gguf is not None and cached.exists():
+        return f"prepared ({_mb(cached.stat().st_size)} in {cached.parent})"
+    if importlib.util.find_spec(model.package) is None:
+        return f"not installed (`{prepare}` installs and prepares it)"
+    return "ready" if model.gguf is None else f"not prepared (`{prepare}`, about a minute)"
 
 
 def models() -> list[list[str]]:
