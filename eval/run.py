@@ -120,8 +120,8 @@ class EvalConfig:
     batch_size: int = option(32, group="engine", help="sequences per forward batch (transformers backend)")
     max_active: int = option(32, group="engine", help="questions in the engine's queue at once")
     backend: str = option("transformers", group="policy", choices=_backends,
-                          help="the policy's backend: transformers (CPU or GPU) | vllm (in process) | openai "
-                               "(an OpenAI-compatible server, with --base-url)")
+                          help="the policy's backend: transformers (CPU or GPU) | llamacpp (the quantized GGUF, "
+                               "in process) | vllm (in process) | openai (an OpenAI-compatible server, with --base-url)")
     base_url: str | None = option(None, group="policy", metavar="URL", help="the server for --backend openai")
     # reward agent (pra)
     reward_agent: str = option(DEFAULT_REWARD_AGENT, group="agent", metavar="AGENT",
