@@ -199,3 +199,24 @@ def test_rich_markup_in_names_is_printed_as_text(tmp_path, capsys):
     assert "[/red] [bold]x" in out and "no-such[/corpus]" in out
     cli._table("cot on x[/y] (p[/bold])", {"n": "[/oops]", "accuracy": 0.5}, {"n": "n", "accuracy": "accuracy"})
     assert "[/oops]" in capsys.readouterr().out
+
+
+def test_search_takes_eleven_options_and_can_answer_the_last(monkeypatch, capsys, offline):
+    """`pra search` letters every option (A to Z): the 11th, K, is asked and can be the answer (it used to
+    be dropped by a zip with "ABCDEFGHIJ")."""
+    from search.engine import Engine, SearchConfig, Trace
+    from tests.fakes import ScriptedPolicy
+
+    asked = []
+
+    def run_question(q, cfg):
+        asked.append(q)
+        policy = ScriptedPolicy(lambda question, step, i: "Step 1: the last option fits; the answer is (K)")
+        (trace,) = Engine(policy, SearchConfig(max_steps=2, step_tokens=16)).run([Trace(q)])
+        return trace
+
+    monkeypatch.setattr("eval.run.run_question", run_question)
+    cli.main(["search", "--method", "cot", "--question", "Which one?", *[a for i in range(11) for a in ("--option", f"o{i}")]])
+    (q,) = asked
+    assert list(q.options) == list("ABCDEFGHIJK") and q.options["K"] == "o10"
+    assert "answer: (K) o10" in capsys.readouterr().out
