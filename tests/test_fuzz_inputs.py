@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from dataclasses import fields
 from pathlib import Path
 
