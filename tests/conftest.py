@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 
 REQUIRABLE = ("vllm", "llamacpp", "chromium", "shared-data", "qwen")
-CI_PARTS = "vllm,llamacpp,chromium,shared-data"
+CI_PARTS = "vllm,llamacpp,chromium,shared-data,qwen"
 # The shared raw data (benchmark originals, corpora sources): $PRA_DATA, else shared/data beside the checkout.
 SHARED_DATA = Path(os.environ.get("PRA_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 

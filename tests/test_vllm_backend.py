@@ -45,5 +45,5 @@ def test_missing_vllm_is_a_clear_error(monkeypatch):
 
 
 def test_unknown_backend_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown policy backend 'tgi'.*transformers, vllm, openai"):
+    with pytest.raises(ValueError, match="unknown policy backend 'tgi'.*transformers, llamacpp, vllm, openai"):
         load_policy("smollm2-135m-instruct", backend="tgi")

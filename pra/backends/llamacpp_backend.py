@@ -30,6 +30,7 @@ from pra.errors import UserError
 from pra.selection import stable_seed
 
 STOP_WINDOW = 8     # newest tokens decoded per step to look for a stop string
+NUCLEUS_CANDIDATES = 512    # tokens sorted for top-p sampling when they hold the nucleus
 
 
 def default_threads() -> int:
@@ -146,29 +147,38 @@ class LlamaCppBackend(LMBackend):
         return out
 
     def _prefill(self, rows: list[list[int]]) -> tuple[list[_Seq], list[np.ndarray]]:
-        """Put each distinct row in a sequence of its own, starting from the longest prefix any held
-        sequence has (at least its last token is computed, for its logits). Returns one sequence and
-        the next-token logits per row (equal rows share both)."""
-        distinct: dict[tuple[int, ...], int] = {}
-        seqs: list[_Seq] = []
-        entries = []
+        """Put each distinct row in a sequence of its own, starting from the longest prefix that a held
+        sequence or an earlier row of this call has (at least its last token is computed, for its
+        logits). Rows that start from a held sequence (or from nothing) go in one batched pass, the
+        rows that start from one of those in a second. Returns one sequence and the next-token logits
+        per row (equal rows share both)."""
+        distinct: dict[tuple[int, ...], _Seq] = {}
+        plan: list[tuple[_Seq, list[int], _Seq | None, int]] = []     # (sequence, row, source, shared)
+        leaders: list[_Seq] = []
         for row in rows:
             if tuple(row) in distinct:
                 continue
-            distinct[tuple(row)] = len(seqs)
-            seq = self._new_seq()
-            src, n = max(((h, _common(h.tokens, row)) for h in self._held + seqs), key=lambda x: x[1],
+            seq = distinct[tuple(row)] = self._new_seq()
+            src, n = max(((h, _common(h.tokens, row)) for h in self._held + leaders), key=lambda x: x[1],
                          default=(None, 0))
             n = min(n, len(row) - 1)
-            if n:
-                self.ll.llama_memory_seq_cp(self._mem, src.sid, seq.sid, 0, n)
+            plan.append((seq, row, src if n else None, n))
+            if not n or src in self._held:
+                leaders.append(seq)
             seq.tokens = list(row)
-            seqs.append(seq)
-            entries += [(row[p], p, seq.sid, p == len(row) - 1) for p in range(n, len(row))]
-            self.stats.prompt_tokens += len(row) - n
-            self.stats.extra["cached_prompt_tokens"] += n
-        logits = self._forward(entries)
-        return [seqs[distinct[tuple(r)]] for r in rows], [logits[distinct[tuple(r)]] for r in rows]
+        logits: dict[int, np.ndarray] = {}
+        for first_pass in (True, False):
+            now = [p for p in plan if (p[0] in leaders) == first_pass]
+            entries = []
+            for seq, row, src, n in now:
+                if n:
+                    self.ll.llama_memory_seq_cp(self._mem, src.sid, seq.sid, 0, n)
+                entries += [(row[p], p, seq.sid, p == len(row) - 1) for p in range(n, len(row))]
+                self.stats.prompt_tokens += len(row) - n
+                self.stats.extra["cached_prompt_tokens"] += n
+            logits.update(zip((seq.sid for seq, *_ in now), self._forward(entries)))
+        seqs = [distinct[tuple(r)] for r in rows]
+        return seqs, [logits[s.sid] for s in seqs]
 
     def _hold(self, seqs: list[_Seq]) -> None:
         """Keep ``seqs`` (prompts first) as the prefixes the next call may start from, as many as fit in
@@ -343,11 +353,15 @@ def pick_token(logits: np.ndarray, params: SamplingParams, rng: np.random.Genera
     p = np.exp(z - z.max())
     p /= p.sum()
     if params.top_p < 1:
-        order = np.argsort(-p)
+        # The nucleus lies among the likeliest few hundred tokens nearly always: sort those (a full sort
+        # of 150k probabilities per token cost more than the forward pass of a small model), all if not.
+        top = np.argpartition(-p, NUCLEUS_CANDIDATES)[:NUCLEUS_CANDIDATES] if len(p) > NUCLEUS_CANDIDATES else None
+        if top is None or p[top].sum() < params.top_p:
+            top = np.arange(len(p))
+        order = top[np.argsort(-p[top], kind="stable")]
         sorted_p = p[order]
-        cut = sorted_p.cumsum() - sorted_p > params.top_p
-        p[order[cut]] = 0
-        p /= p.sum()
+        keep = order[sorted_p.cumsum() - sorted_p <= params.top_p]
+        return int(keep[rng.choice(len(keep), p=p[keep] / p[keep].sum())])
     return int(rng.choice(len(p), p=p))
 
 
