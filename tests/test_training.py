@@ -10,7 +10,7 @@ from pra.records import read_records
 from pra.reward_agent import RewardAgent, load_reward_agent, two_way
 from training.config import TrainConfig
 from training.dataset import encode, load_examples, split_by_question
-from training.train import SlotLossTrainer, pad_left, slot_logits, train
+from training.train import SlotLossTrainer, pad_left, slot_logits, slot_loss, train
 
 DMS = [0.1, 2.0, 0.2, 3.0, 0.3, 4.0, 0.4, 5.0]     # median |dm| 1.2: every second step is a search step
 
@@ -81,9 +81,23 @@ def trained(labels, tmp_path_factory):
     return cfg, train(cfg)
 
 
-def test_training_lowers_the_loss_and_writes_its_records(trained):
+def batch_loss(backend, examples) -> float:
+    """Mean slot loss of ``examples`` as one batch: the training objective, read without gradients."""
+    inputs = pad_left([encode(backend, e, 400) for e in examples], backend.tokenizer.pad_token_id)
+    with torch.no_grad():
+        logits = slot_logits(backend.model, inputs, backend.token_ids(["0", "1"]))
+    return slot_loss(logits, torch.tensor([e.reward for e in examples]), torch.tensor([e.search for e in examples])
+                     ).mean().item()
+
+
+def test_training_lowers_the_loss_and_writes_its_records(trained, smollm2):
     cfg, metrics = trained
-    assert len(metrics["train_loss"]) == 4 and metrics["train_loss"][-1] < metrics["train_loss"][0]
+    assert len(metrics["train_loss"]) == 4
+    # the same batch (the whole training split) before and after: logged losses are of different minibatches
+    train_set = split_by_question(load_examples(cfg.labels, cfg.reward_label, cfg.search_label, cfg.always_without_docs),
+                                  cfg.val_fraction, cfg.seed)[0]
+    before, after = batch_loss(smollm2, train_set), batch_loss(load_reward_agent(cfg.out).backend, train_set)
+    assert after < before - 0.1, (before, after)
     assert metrics["initial"]["step"] == 0 and metrics["final"]["step"] == 4
     assert metrics["final"]["examples"] > 0 and "reward_auroc" in metrics["final"]
     out = train_module.Path(cfg.out)
@@ -101,9 +115,12 @@ def test_metrics_json_holds_the_held_out_keys_with_question_intervals(trained):
     assert metrics["reward_auroc"] == metrics["final"]["reward_auroc"]
     assert metrics["action_std"] == metrics["final"]["action_std"] > 0
     assert metrics["examples"] == 3 and metrics["questions"] == 1        # q2: 2 steps without documents, 1 re-read with them
-    for key in ("reward_auroc_ci", "untrained_reward_auroc_ci"):
-        ci = metrics[key]
-        assert ci is None or (len(ci) == 2 and 0.0 <= ci[0] <= ci[1] <= 1.0)
+    # q2's labels are 1, 0, 0: the AUROC is defined, and every resample of its one question is itself
+    for key in ("reward_auroc", "untrained_reward_auroc"):
+        assert isinstance(metrics[key], float) and metrics[f"{key}_ci"] == [metrics[key]] * 2
+    assert metrics["reward_auroc_excludes_chance"] == (metrics["reward_auroc"] != 0.5)
+    share = metrics["search_positive_share"]
+    assert share in (1 / 3, 2 / 3) and metrics["constant_search_accuracy"] == max(share, 1 - share)
     assert all("reward_readouts" not in e for e in metrics["history"])
 
 
