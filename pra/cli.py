@@ -653,12 +653,74 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", default="medcorp-mini")
     p.add_argument("--encoder", default="minilm-l6-v2")
     p.set_defaults(func=cmd_retrieve)
+    for group, (about, tools) in TOOLS.items():
+        tool_parser = sub.add_parser(group, help=about).add_subparsers(dest="tool", required=True, metavar="TOOL")
+        for name, (module, what) in tools.items():
+            tool_parser.add_parser(name, help=what, add_help=False)   # its own flags: `pra GROUP TOOL --help`
     _document(parser)
     return parser
 
 
+# Tools with command lines of their own, run as `pra GROUP TOOL [its flags]`: the benchmarks, agent
+# evaluation and shipping, and analyses of finished runs. Each is its module run as __main__.
+TOOLS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
+    "perf": ("speed and memory benchmarks: ratios measured side by side in one run", {
+        "backends": ("eval.perf.backends", "every CPU path for one policy: prefill, decode, s/question, memory"),
+        "engine": ("eval.perf.engine", "the stage queue and prefix reuse against their naive forms"),
+        "retrieval": ("eval.perf.retrieval", "dense, BM25 and hybrid retrieval latency"),
+        "embed": ("eval.perf.embed", "passage embedding throughput of the dense encoders"),
+    }),
+    "agent": ("reward agents: held-out evaluation, shipping, the planted-signal check, label quality", {
+        "evaluate": ("training.evaluate_agent", "held-out reward AUROC and search accuracy beside their baselines"),
+        "ship": ("training.ship", "copy a trained agent into pra/agents with its card and metrics"),
+        "evidence-check": ("training.evidence_check", "the planted-signal label set and its rule baselines"),
+        "label-quality": ("training.label_quality", "a teacher's step labels against a rollout reference"),
+    }),
+    "runs": ("analyses of finished run folders", {
+        "quality": ("eval.quality", "MedTraj trajectory quality of a run's traces"),
+        "inject": ("eval.inject", "error injection: does the agent's reward drop on injected errors"),
+        "rescore": ("eval.rescore", "post-hoc rewards for a run's traces"),
+        "recall": ("eval.retrieval_recall", "retrieval recall of the gold evidence"),
+        "qwc-pool": ("eval.qwc_pool", "the scored training traces that qwc shows as examples"),
+    }),
+    "corpus": ("corpora from the raw data", {
+        "build": ("corpora.build", "build a passage corpus (medcorp-mini and others) from its sources"),
+    }),
+}
+
+
+def run_tool(argv: list[str]) -> bool:
+    """``pra GROUP TOOL ARGS``: run the tool's module as __main__ with ARGS (False: not a tool)."""
+    import runpy
+
+    if len(argv) < 2 or argv[0] not in TOOLS or argv[1] not in TOOLS[argv[0]][1]:
+        return False
+    module = TOOLS[argv[0]][1][argv[1]][0]
+    sys.argv = [f"pra {argv[0]} {argv[1]}", *argv[2:]]
+    args = argparse.Namespace(command=f"{argv[0]} {argv[1]}", func=lambda _: runpy.run_module(
+        module, run_name="__main__", alter_sys=True))
+    if code := run_command(args):
+        sys.exit(code)
+    return True
+
+
 # Each verb's description and two examples (or more), shown by `pra VERB --help`.
 VERB_DOCS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "perf": ("Speed and memory benchmarks. Each prints ratios measured side by side in one run (these machines "
+             "are shared and noisy: compare within a run, not across runs), its last line a one-line summary. "
+             "`pra perf TOOL --help` shows a tool's own flags.",
+             ("pra perf backends --policy qwen2.5-coder-1.5b-instruct --paths transformers-float32,llamacpp",
+              "pra perf engine")),
+    "agent": ("Reward agents beyond training: held-out evaluation beside the trivial baselines, shipping into "
+              "pra/agents, the planted-signal check and the quality of a teacher's labels. "
+              "`pra agent TOOL --help` shows a tool's own flags.",
+              ("pra agent evaluate pra-smollm2-goldprob --recipe cpu-goldprob",
+               "pra agent evidence-check --help")),
+    "runs": ("Analyses of finished run folders: trajectory quality, error injection, post-hoc rescoring, "
+             "retrieval recall, the qwc example pool. `pra runs TOOL --help` shows a tool's own flags.",
+             ("pra runs quality --help", "pra runs inject --help")),
+    "corpus": ("Build a passage corpus from its raw sources (the shipped medcorp-mini is built this way; "
+               "`pra index build` then embeds it).", ("pra corpus build --help", "pra list corpora")),
     "list": ("Print what exists, with sizes, licences and whether it is ready on this machine (a model "
              "prepared, a corpus indexed). Nothing is loaded.",
              ("pra list benchmarks", "pra list models", "pra list recipes")),
@@ -855,6 +917,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    if run_tool(sys.argv[1:] if argv is None else argv):
+        return
     args = build_parser().parse_args(argv)
     from transformers.utils import logging as hf_logging
 
