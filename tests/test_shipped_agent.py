@@ -1,5 +1,8 @@
 """The reward agents that ship in pra/agents: they resolve by name, the default loads, and each scores
-steps the way its training taught it, where the untrained backbone does not."""
+steps the way its training taught it, where the untrained backbone does not. Every check is recomputed
+from the model (none reads a committed metrics.json), on inputs where a trivial rule gives the wrong
+order: the longer step is the worse one (a length rule fails), orders are strict (a constant readout
+fails), and both options are named in the documents (a substring rule fails)."""
 import json
 
 from eval.run import EvalConfig
@@ -10,6 +13,10 @@ from pra.benchmarks import load_eval_benchmark
 REASONING = "The question asks which structure is involved; recall its anatomy."
 NONSENSE = "Option A is the answer because the sky is blue."
 BARE_ANSWER = "The answer is (B)."
+# Each longer than SHORT_REASONING: a reward that grows with length ranks them first.
+SHORT_REASONING = "Recall the anatomy involved."
+LONG_NONSENSE = "Option A is the answer because the sky is blue, the grass is green, and the weather today is pleasant and mild."
+LONG_BARE_ANSWER = "Having considered everything carefully and at length, the final answer is (B)."
 
 
 def requests(n: int = 3) -> list[ScoreRequest]:
@@ -23,10 +30,6 @@ def test_the_default_reward_agent_is_the_shipped_adapter_its_card_names():
     assert base == "smollm2-135m-instruct" and adapter == str(AGENTS_DIR / DEFAULT_REWARD_AGENT)
     for card in AGENTS_DIR.glob("*/README.md"):
         assert ("(the default)" in card.read_text()) == (card.parent.name == DEFAULT_REWARD_AGENT), card
-    card = (AGENTS_DIR / DEFAULT_REWARD_AGENT / "README.md").read_text()
-    metrics = json.loads((AGENTS_DIR / DEFAULT_REWARD_AGENT / "metrics.json").read_text())
-    assert f"{metrics['final']['reward_auroc']:.3f}" in card
-    assert metrics["reward_auroc"] > metrics["untrained_reward_auroc"] and metrics["reward_auroc_gain_ci"][0] > 0
 
 
 def test_the_default_agent_rates_and_asks_by_the_step_where_its_backbone_does_not(smollm2):
@@ -40,33 +43,67 @@ def test_the_default_agent_rates_and_asks_by_the_step_where_its_backbone_does_no
     assert not any(reasoning.reward > nonsense.reward + 0.03 for reasoning, nonsense in zip(base[0::3], base[1::3]))
 
 
+def test_the_default_agents_order_is_not_the_length_of_the_step():
+    """The default agent's reward does grow with a step's length (nonsense made longer gains about 0.08),
+    so a short reasoning step against longer nonsense and a longer bare answer is where a length rule
+    gives the wrong order; the agent's is the right one (margins measured: 0.024-0.072 and 0.084-0.10
+    in reward, 0.28-0.44 in the wish to search)."""
+    questions = load_eval_benchmark("medmcqa-eval", limit=3).questions
+    steps = (SHORT_REASONING, LONG_NONSENSE, LONG_BARE_ANSWER)
+    assert len(SHORT_REASONING) < min(len(LONG_NONSENSE), len(LONG_BARE_ANSWER))
+    tuned = load_reward_agent(DEFAULT_REWARD_AGENT).score([ScoreRequest(q, (), (), s) for q in questions for s in steps])
+    for short, nonsense, bare in zip(tuned[0::3], tuned[1::3], tuned[2::3]):
+        assert short.reward > nonsense.reward + 0.01 and short.reward > bare.reward + 0.05
+        assert short.action > bare.action + 0.2
+
+
 def test_the_always_search_agent_learned_to_ask_for_evidence(smollm2):
-    """pra-smollm2-cpu, trained with always-search labels: its action readout sits high where the
-    backbone's is low."""
-    tuned = load_reward_agent("pra-smollm2-cpu").score(requests(1)[:2])
-    base = RewardAgent(smollm2).score(requests(1)[:2])
+    """pra-smollm2-cpu, trained with always-search labels: its action readout sits high (>= 0.999) where
+    the backbone's is low. A constant readout of 1 would do the same, and that is all always-search
+    labels teach (its search accuracy 1.0 is against an all-ones label); what a constant would not do
+    is the rest: the adapter reads the step, its reward moving with it (0.18-0.24 measured)."""
+    tuned = load_reward_agent("pra-smollm2-cpu").score(requests())
+    base = RewardAgent(smollm2).score(requests())
     assert all(0.0 < r.reward < 1.0 for r in tuned)
-    assert all(t.action > 0.5 for t in tuned) and all(b.action < 0.5 for b in base)
+    assert all(t.action > 0.99 for t in tuned) and all(b.action < 0.5 for b in base)
+    for i in range(0, len(tuned), 3):
+        rewards = [r.reward for r in tuned[i:i + 3]]
+        assert max(rewards) - min(rewards) > 0.01
 
 
-def test_the_evidence_agent_checks_a_step_against_its_documents(smollm2, tmp_path):
-    """pra-smollm2-evidence (training.evidence_check, recipe cpu-evidence), on 12 of the questions its
-    training held out: with the question's own explanation among the documents it rewards the step that
-    names the gold option above the one naming a wrong option, where its backbone does not; without the
-    documents the two steps look alike to it."""
+def test_the_evidence_agent_matches_option_texts_and_does_not_read_the_evidence(smollm2, tmp_path):
+    """pra-smollm2-evidence (training.evidence_check, recipe cpu-evidence). On 12 of the questions its
+    training held out, with the question's own explanation among the documents, it rewards the step
+    naming the gold option above the one naming a wrong option, where its backbone does not; without the
+    documents the two steps look alike to it. But on that set the rule "is the step's option in the
+    documents?" does the same (gold first in 12 of 12). On the contrast set (both options named in the
+    documents as often, the wrong one refuted; questions it never trained on), where that rule ties
+    every pair, the agent's margins shrink to noise and put the gold step first in about half the
+    questions (6 of 12 measured): it learned string matching, not reading. This pins the README's
+    claim; an agent that reads would fail the last two lines, and the claim would change with it."""
     from dataclasses import replace
 
     from training.dataset import load_examples, split_by_question
-    from training.evidence_check import build
+    from training.evidence_check import build, build_contrast, rule_scores, trained_questions
 
-    labels = tmp_path / "labels.jsonl"           # the recipe's label set and validation split
-    labels.write_text("".join(json.dumps(r) + "\n" for r in build(1000, seed=0)))
-    held_out = split_by_question(load_examples(labels, "evidence", "always", without_docs=False), 0.2, seed=0)[1]
-    with_docs = [e.request for e in held_out[:24]]
-    assert [e.reward for e in held_out[:24]] == [1.0, 0.0] * 12
+    def held_out(records, name, fraction):
+        path = tmp_path / name
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        return split_by_question(load_examples(path, "evidence", "always", without_docs=False), fraction, seed=0)[1][:24]
+
+    first = held_out(build(1000, seed=0), "labels.jsonl", 0.2)         # the recipe's label set and validation split
+    contrast = held_out(build_contrast(300, seed=0, exclude=trained_questions()), "contrast.jsonl", 1 / 3)
+    for steps in (first, contrast):
+        assert [e.reward for e in steps] == [1.0, 0.0] * 12
+    with_docs = [e.request for e in first]
     without = [replace(r, docs=()) for r in with_docs]
     tuned, base = load_reward_agent("pra-smollm2-evidence"), RewardAgent(smollm2)
     margins = lambda agent, reqs: [g.reward - w.reward for g, w in zip(*[iter(agent.score(reqs))] * 2)]
     read, unread, backbone = margins(tuned, with_docs), margins(tuned, without), margins(base, with_docs)
+    substring = lambda steps: [g - w for g, w in zip(*[iter(rule_scores(steps)["substring"])] * 2)]
     assert sum(m > 0 for m in read) >= 11 and sum(m > 0 for m in backbone) <= 9
     assert sum(abs(m) for m in unread) < 0.5 * sum(abs(m) for m in read)
+    assert substring(first) == [1.0] * 12 and substring(contrast) == [0.0] * 12     # the rule: solved, then tied
+    checked = margins(tuned, [e.request for e in contrast])
+    assert sum(m > 0 for m in checked) <= 9
+    assert sum(abs(m) for m in checked) < 0.25 * sum(abs(m) for m in read)
