@@ -1,5 +1,5 @@
 """Saved runs as the report reads them: a run folder's config and records, optionally cut to the
-benchmark's first N questions (as ``python -m eval.summarize --first N``), so runs of different sizes
+benchmark's first N questions (``pra report --first N``), so runs of different sizes
 compare on the same questions."""
 from __future__ import annotations
 
