@@ -28,9 +28,11 @@ def test_a_missing_required_part_fails_naming_it(env):
 
 def test_ci_requires_what_it_installs_unless_told_otherwise(env):
     env.setenv("CI", "true")
-    assert required_parts() == set(CI_PARTS.split(",")) and "qwen" not in required_parts()
-    env.setenv("PRA_REQUIRE", "qwen")
-    assert required_parts() == {"qwen"}
+    assert required_parts() == set(CI_PARTS.split(","))
+    env.setenv("PRA_REQUIRE", "chromium")
+    assert required_parts() == {"chromium"}
+    env.setenv("PRA_REQUIRE", "")                        # set but empty: nothing required, even in CI
+    assert required_parts() == set()
 
 
 def test_an_unknown_part_is_a_usage_error_and_a_present_module_is_returned(env):
