@@ -8,27 +8,11 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Sequence
 
 from pra.prompts import policy_messages
-from pra.types import Question
 from pra.errors import UserError
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """The candidate a decision is for: its question, the policy's documents, and its steps so far
-    (the newest last), i.e. everything needed to rebuild the policy's own text."""
-    question: Question
-    context: tuple[tuple[str, str], ...]
-    steps: tuple[str, ...]
-
-
-class SearchController(Protocol):
-    needs_readout: bool
-
-    def decide(self, actions: Sequence[float | None], proposals: Sequence[Proposal] = ()) -> list[bool]:
-        """One decision per candidate; ``actions`` are p(search) readouts (None if not scored yet)."""
+from search.controller_base import Proposal, SearchController, score_steps
 
 
 @dataclass
@@ -95,19 +79,6 @@ class Pulse:
 
     def decide(self, actions: Sequence[float | None], proposals: Sequence[Proposal] = ()) -> list[bool]:
         return [s is not None and s >= self.threshold for s in score_steps("PULSE", actions, proposals, self.scores)]
-
-
-def score_steps(name: str, actions: Sequence[float | None], proposals: Sequence[Proposal],
-                scores: Callable[[Sequence[Proposal]], list[float]]) -> list[float | None]:
-    """A step-reading controller's score of each candidate's newest step, in one call; None for an
-    empty step (the policy ended the trace: nothing to read, nothing to search for)."""
-    if len(proposals) != len(actions):
-        raise ValueError(f"the {name} controller decides from the candidates' steps; the engine gave none")
-    readable = [i for i, p in enumerate(proposals) if p.steps and p.steps[-1]]
-    out: list[float | None] = [None] * len(proposals)
-    for i, s in zip(readable, scores([proposals[i] for i in readable])):
-        out[i] = s
-    return out
 
 
 def parse_controller(spec: str) -> tuple[str, str | None, float | None]:

@@ -28,7 +28,8 @@ from pra.steps import STEP_STOPS, extract_answer
 from pra.types import Question, ScoredTrace, Step
 from pra.backends.base import LMBackend, SamplingParams
 from search.aggregation import AGGREGATIONS, aggregate_rewards
-from search.controllers import Never, Proposal, SearchController
+from search.controller_base import Proposal, SearchController
+from search.controllers import Never
 from pra.errors import UserError
 
 

@@ -19,7 +19,7 @@ from pra.backends.base import LMBackend, SamplingParams
 from pra.prompts import policy_messages, steps_prefix
 from pra.steps import STEP_STOPS, content_words
 from pra.types import Message
-from search.controllers import Proposal, score_steps
+from search.controller_base import Proposal, score_steps
 
 CONFIDENCE_QUESTION = ("How confident are you that your last step is correct? Answer with one digit from "
                        "0 (surely wrong) to 9 (surely right).")

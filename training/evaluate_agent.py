@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -35,9 +34,9 @@ import numpy as np
 from pra.errors import UserError
 from pra.reward_agent import Readout, RewardAgent
 from pra.steps import extract_answer
+from training.bootstrap import BOOTSTRAP_RESAMPLES, _auroc, question_bootstrap
 from training.dataset import Example, load_examples, split_by_question
 
-BOOTSTRAP_RESAMPLES = 1000
 READOUTS = "reward_readouts"     # an evaluation's per-example rewards, kept in log.jsonl for the paired gain
 
 
@@ -75,39 +74,6 @@ def agent_readouts(agent: RewardAgent, examples: list[Example]) -> list[Readout]
             readouts[i] = r
             own[(e.trace, e.step_index, bool(e.request.docs))] = r.reward
     return [readouts[i] for i in range(len(examples))]
-
-
-def _auroc(y: np.ndarray, p: np.ndarray) -> float | None:
-    """ROC AUC (sklearn's roc_auc_score, ties counted half) from average ranks: the bootstraps call it
-    thousands of times."""
-    from scipy.stats import rankdata
-
-    positives = int(y.sum())
-    if not 0 < positives < len(y):
-        return None
-    negatives = len(y) - positives
-    ranks = rankdata(p)
-    return float((ranks[y == 1].sum() - positives * (positives + 1) / 2) / (positives * negatives))
-
-
-def question_bootstrap(examples: list[Example], statistic: Callable[[np.ndarray], float | None],
-                       resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> list[float] | None:
-    """95% percentile interval of ``statistic(example indices)`` over resamples of whole questions
-    (None when fewer than half the resamples define it, e.g. one class only)."""
-    by_question: dict[str, list[int]] = defaultdict(list)
-    for i, e in enumerate(examples):
-        by_question[e.question_id].append(i)
-    groups = [np.array(g) for g in by_question.values()]
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(resamples):
-        drawn = np.concatenate([groups[k] for k in rng.integers(len(groups), size=len(groups))])
-        value = statistic(drawn)
-        if value is not None:
-            values.append(value)
-    if len(values) < resamples / 2:
-        return None
-    return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]
 
 
 def excludes_chance(ci: list[float] | None) -> bool | None:

@@ -216,7 +216,7 @@ def rule_scores(examples: list, max_doc_chars: int = 400) -> dict[str, list[floa
 def oriented(scores: list[float], labels: list[int]) -> list[float]:
     """A rule's scores turned to the direction in which they rank the labels better (a rule below chance
     read the other way round is above it); chosen on the same steps, which favours the rule."""
-    from training.evaluate_agent import _auroc
+    from training.bootstrap import _auroc
     import numpy as np
 
     auroc = _auroc(np.array(labels), np.array(scores))
@@ -228,7 +228,7 @@ def rule_baselines(examples: list, max_doc_chars: int = 400, seed: int = 0) -> d
     scored and read in its better direction (``oriented``: ``best_direction_auroc``)."""
     import numpy as np
 
-    from training.evaluate_agent import BOOTSTRAP_RESAMPLES, _auroc, question_bootstrap
+    from training.bootstrap import BOOTSTRAP_RESAMPLES, _auroc, question_bootstrap
 
     y = np.array([int(e.reward >= 0.5) for e in examples])
     out: dict[str, Any] = {"examples": len(examples), "questions": len({e.question_id for e in examples}),

@@ -40,7 +40,7 @@ from pra.selection import rotate
 from pra.steps import extract_answer
 from pra.types import Question
 from training.config import LabelConfig
-from training.evaluate_agent import _auroc, question_bootstrap
+from training.bootstrap import _auroc, question_bootstrap
 from training.label import LABEL_KEYS, RECORDED, _backend, continuations
 
 SCORES = {"judge": "m_docs", "rollout": "soft_label", "goldprob": "goldprob_dp"}
