@@ -34,7 +34,7 @@ import numpy as np
 from pra.errors import UserError
 from pra.reward_agent import Readout, RewardAgent
 from pra.steps import extract_answer
-from training.bootstrap import BOOTSTRAP_RESAMPLES, _auroc, question_bootstrap
+from training.bootstrap import _auroc, question_bootstrap
 from training.dataset import Example, load_examples, split_by_question
 
 READOUTS = "reward_readouts"     # an evaluation's per-example rewards, kept in log.jsonl for the paired gain
