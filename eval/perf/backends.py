@@ -52,7 +52,7 @@ def _prompts(backend, n: int, words: int) -> list[str]:
     qs = load_eval_benchmark("medmcqa-eval", limit=40 * n).questions
     out = []
     for i in range(n):
-        text = " ".join(f"{q.text} {' '.join(q.options)}" for q in qs[i::n])
+        text = " ".join(f"{q.question} {' '.join(q.options.values())}" for q in qs[i::n])
         out.append(backend.render([Message("user", " ".join(text.split()[:words]) + "\nSummarise.")]))
     return out
 
@@ -95,7 +95,7 @@ def method_seconds(path: str, policy: str, method: str, n: int, parts) -> tuple[
         start = time.perf_counter()
         run_eval(cfg, policy=parts["policy"], reward_agent=parts.get("agent") if method == "pra" else None)
         seconds = (time.perf_counter() - start) / n
-        records = read_records(Path(out) / "records.jsonl")
+        records = list(read_records(Path(out) / "records.jsonl"))
     return seconds, {r["id"]: r.get("prediction") for r in records}, records
 
 
