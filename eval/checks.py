@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from eval.methods import METHODS, readers, reads, uses_corpus
 from pra.errors import UserError
 from pra.selection import PERMUTE
 
@@ -15,21 +16,6 @@ if TYPE_CHECKING:
     from eval.run import EvalConfig
 
 RETRIEVAL_MODES = ("dense", "bm25", "hybrid")
-TRACE_METHODS = ("cot", "sc", "rag", "rag-sc", "qwc", "pra", "pulse-front", "pulse-step", "ircot")
-RETRIEVING = ("rag", "rag-sc", "pra", "pulse-front", "pulse-step", "ircot")
-# The settings only some methods read (config field -> those methods); every other field is read by all.
-READ_BY: dict[str, tuple[str, ...]] = {
-    "samples": ("sc", "rag-sc"),
-    "reward_agent": ("pra",), "agent_backend": ("pra",), "agent_base_url": ("pra",),
-    "search_controller": ("pra", "pulse-front", "pulse-step"),
-    "corpus": RETRIEVING, "retrieval": ("rag", "rag-sc", "pra"), "rag_docs": ("rag", "rag-sc", "pulse-front", "pulse-step", "ircot"),
-    "qwc_pool": ("qwc",), "qwc_k": ("qwc",),
-    "search.max_steps": TRACE_METHODS, "search.step_tokens": TRACE_METHODS,
-    "search.temperature": ("sc", "rag-sc", "pra"), "search.top_p": ("sc", "rag-sc", "pra"),
-    "search.seed": ("sc", "rag-sc", "pra"),
-    "search.readout": ("direct", "cot", "sc", "rag", "rag-sc", "qwc", "pra"),   # pulse decoding forces its own
-}
-SEARCH_ONLY = ("pra",)     # every other search.* field: the beam search's shape (B, b, docs per search, ...)
 # (field, smallest allowed, largest allowed or None)
 RANGES: tuple[tuple[str, float, float | None], ...] = (
     ("limit", 1, None), ("sample", 1, None), ("samples", 1, None), ("batch_size", 1, None), ("max_active", 1, None),
@@ -52,12 +38,6 @@ def _flat(cfg: "EvalConfig") -> dict[str, Any]:
     return {**data, **{f"search.{k}": v for k, v in search.items()}}
 
 
-def _readers(field: str) -> tuple[str, ...] | None:
-    if field in READ_BY:
-        return READ_BY[field]
-    return SEARCH_ONLY if field.startswith("search.") else None
-
-
 def ignored(cfg: "EvalConfig", given: Iterable[str]) -> list[str]:
     """The flags among ``given`` (config field names set on the command line) that ``cfg.method`` does
     not read; a flag that sets several fields (``--seed``) is ignored only if all of them are."""
@@ -66,10 +46,10 @@ def ignored(cfg: "EvalConfig", given: Iterable[str]) -> list[str]:
         by_flag.setdefault(flag(field), []).append(field)
     problems = []
     for name, fields in by_flag.items():
-        readers = [_readers(f) for f in fields]
-        if all(r is not None and cfg.method not in r for r in readers):
+        read_by = [readers(f) for f in fields]
+        if all(r is not None and cfg.method not in r for r in read_by):
             problems.append(f"{name} ({', '.join(fields)}) is ignored by --method {cfg.method}; it applies to "
-                            f"{', '.join(sorted(set().union(*readers)))}")
+                            f"{', '.join(sorted(set().union(*read_by)))}")
     return problems
 
 
@@ -123,14 +103,14 @@ def _names(cfg: "EvalConfig", loaded: frozenset[str]) -> list[str]:
         if why := model_problem(base, "--reward-agent" if adapter is None else f"--reward-agent {cfg.reward_agent}: base"):
             shipped = ", ".join(sorted(p.name for p in AGENTS_DIR.iterdir() if p.is_dir()))
             problems.append(f"{why}; shipped agents: {shipped}")
-    if cfg.method in ("pra", "pulse-front", "pulse-step"):
+    if reads(cfg.method, "search_controller"):
         try:
             name, probe, _ = parse_controller(cfg.search_controller)
             if probe is not None and not Path(probe).is_file():
                 problems.append(f"--search {cfg.search_controller}: no probe file {probe} (train one with `pra probe train`)")
         except UserError as err:
             problems.append(str(err))
-    if cfg.method in RETRIEVING and "retriever" not in loaded:
+    if uses_corpus(cfg.method) and "retriever" not in loaded:
         from corpora.builders import MANIFEST, corpus_dir
         if not (corpus_dir(cfg.corpus) / MANIFEST).exists():
             problems.append(f"--corpus {cfg.corpus}: no built corpus at {corpus_dir(cfg.corpus)} (no {MANIFEST})")
@@ -143,8 +123,6 @@ def check_eval_config(cfg: "EvalConfig", given: Iterable[str] = (), loaded: Iter
     """Raise one UserError listing every problem of ``cfg`` (one per line). ``given``: the config fields
     the user set on the command line, refused when the method ignores them; ``loaded``: the parts
     (policy, reward_agent, retriever) the caller brings, whose names are not checked."""
-    from eval.run import METHODS
-
     if cfg.method not in METHODS:
         raise UserError(f"--method: unknown method {cfg.method!r}; choose one of {', '.join(METHODS)}")
     problems = ignored(cfg, given) + _ranges(_flat(cfg)) + _names(cfg, frozenset(loaded))

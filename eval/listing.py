@@ -9,21 +9,6 @@ from typing import Callable
 ROOT = Path(__file__).parents[1]
 KINDS = ("benchmarks", "methods", "recipes", "agents", "corpora", "models")
 
-# What each method does and what it needs beyond the policy (the flags that shape it).
-METHOD_NOTES = {
-    "direct": ("the answer letter read from the logits, no reasoning", "--readout"),
-    "cot": ("one greedy step-by-step trace", "--max-steps, --step-tokens"),
-    "sc": ("self-consistency: k sampled traces, majority vote", "--samples, --temperature"),
-    "rag": ("CoT with retrieved passages before the question", "--corpus, --retrieval, --rag-docs"),
-    "rag-sc": ("self-consistency with retrieved passages", "--samples, --corpus, --rag-docs"),
-    "qwc": ("CoT after the best and worst scored training traces (MedTraj)", "--qwc-pool, --qwc-k"),
-    "pra": ("process reward agent beam search: B x b candidates a step, scored, searched, pruned",
-            "--reward-agent, --search, --beam-width, --branching"),
-    "pulse-front": ("PULSE: a hidden-state probe flags a step; retrieve before it and regenerate",
-                    "--search pulse:PROBE"),
-    "pulse-step": ("PULSE: retrieve for the flagged step only and regenerate it", "--search pulse:PROBE"),
-    "ircot": ("IRCoT: retrieve after every step (BM25)", "--corpus, --rag-docs"),
-}
 # Benchmark format -> licence (eval/data/README.md; the licence files lie beside the data).
 BENCHMARK_LICENSES = {"medqa": "MIT (LICENSE.medqa)", "medmcqa": "MIT (LICENSE.medmcqa)", "mmlu": "MIT (LICENSE.mmlu)",
                       "pubmedqa": "MIT (LICENSE.pubmedqa)", "bioasq": "BioASQ terms (eval/data/README.md)"}
@@ -72,9 +57,9 @@ def benchmarks() -> list[list[str]]:
 
 
 def methods() -> list[list[str]]:
-    from eval.run import METHODS
+    from eval.methods import METHODS
 
-    return [[m, *METHOD_NOTES.get(m, ("", ""))] for m in METHODS]
+    return [[m.name, m.about, m.flags] for m in METHODS.values()]
 
 
 def recipes() -> list[list[str]]:

@@ -7,6 +7,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eval.methods import reads, uses_corpus
 from pra.errors import UserError
 
 if TYPE_CHECKING:
@@ -68,8 +69,8 @@ def plan(cfg: "EvalConfig", out_given: bool = True) -> list[str]:
                      f"b={s.branching}, {s.max_steps} steps of at most {s.step_tokens} tokens")
     elif cfg.method != "direct":
         lines.append(f"  {s.max_steps} steps of at most {s.step_tokens} tokens"
-                     + (f", k={cfg.samples} samples" if cfg.method in ("sc", "rag-sc") else ""))
-    if cfg.method in ("rag", "rag-sc", "pra", "pulse-front", "pulse-step", "ircot"):
+                     + (f", k={cfg.samples} samples" if reads(cfg.method, "samples") else ""))
+    if uses_corpus(cfg.method):
         lines.append(f"  corpus {cfg.corpus} ({cfg.retrieval})")
     lines.append(f"  records: {Path(cfg.out) / 'records.jsonl'}" + ("" if out_given else " (no --out given)"))
     measured = measured_seconds(cfg)

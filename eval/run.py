@@ -26,6 +26,7 @@ from pra.records import JsonlWriter, read_records
 from pra.options import option
 from pra.selection import PERMUTE, asking_order, questions_asked, split_id
 from eval.checks import RETRIEVAL_MODES, check_eval_config
+from eval.methods import METHODS as REGISTRY, prompt_kind, reads, retrieves
 from eval.letters import clustered_stderr, constant_text_stats, letter_stats
 from eval.prompt_fit import overlong
 from eval.run_folder import open_run_folder
@@ -38,24 +39,9 @@ from pra.errors import MissingFile, UserError
 if TYPE_CHECKING:
     from search.pulse_decoding import PulseTrace
 
-PULSE_METHODS = {"pulse-front": "front", "pulse-step": "step", "ircot": "ircot"}
-METHODS = ("direct", "cot", "sc", "rag", "rag-sc", "qwc", "pra", *PULSE_METHODS)
+METHODS = tuple(REGISTRY)          # the method table is eval.methods
+PULSE_METHODS = {name: m.mode for name, m in REGISTRY.items() if m.runner == "pulse"}
 QWC_POOL = DATA / "qwc_pool.jsonl"     # the shipped pool (its source: eval/data/README.md)
-
-
-def prompt_kind(method: str) -> str:
-    """Which of the policy's prompts a method reads (``pra.prompts.PROMPT_KINDS``); PRA's passages go
-    to the agent, not the policy."""
-    if method == "direct":
-        return "direct"
-    if method in ("rag", "rag-sc", *PULSE_METHODS):
-        return "docs"
-    return "examples" if method == "qwc" else "steps"
-
-
-def retrieves(method: str, search_controller: str = "never") -> bool:
-    """Whether a run of this method reads the corpus (PRA only when its controller may search)."""
-    return method in ("rag", "rag-sc", *PULSE_METHODS) or (method == "pra" and search_controller != "never")
 
 
 def _backends() -> tuple[str, ...]:
@@ -211,11 +197,11 @@ def _check_fields(data: dict[str, Any], where: str) -> None:
 
 def engine_config(cfg: EvalConfig) -> SearchConfig:
     """The method fixes what the user's search settings may not contradict."""
-    s = cfg.search
-    if cfg.method in ("cot", "rag", "qwc"):
+    s, mode = cfg.search, REGISTRY[cfg.method].mode
+    if mode == "greedy":
         return SearchConfig(**{**asdict(s), "beam_width": 1, "branching": 1, "temperature": 0.0,
                                "aggregate": "best"})
-    if cfg.method in ("sc", "rag-sc"):
+    if mode == "vote":
         return SearchConfig(**{**asdict(s), "beam_width": cfg.samples, "branching": 1,
                                "temperature": s.temperature or 0.7, "top_p": s.top_p if s.temperature else 0.95,
                                "aggregate": "vote"})
@@ -223,7 +209,7 @@ def engine_config(cfg: EvalConfig) -> SearchConfig:
 
 
 def _record(t: Trace, method: str) -> dict[str, Any]:
-    best = t.best if method not in ("sc", "rag-sc") else next(c for c in t.beam if c.answer == t.prediction)
+    best = t.best if REGISTRY[method].mode != "vote" else next(c for c in t.beam if c.answer == t.prediction)
     seconds = sum(v for k, v in t.stats.items() if k.startswith("seconds_"))
     return {
         "id": t.question.id, "gold": t.question.answer, "prediction": t.prediction,
@@ -285,7 +271,7 @@ class Parts:
     controller: object | None = None
 
     def complete(self, cfg: EvalConfig) -> "Parts":
-        if cfg.method == "pra" and self.reward_agent is None:
+        if reads(cfg.method, "reward_agent") and self.reward_agent is None:
             # Before the policy: on vLLM an agent with an adapter starts the engine with LoRA on, and a
             # policy on the same base then shares that engine.
             self.reward_agent = _reward_agent(cfg)
@@ -296,7 +282,7 @@ class Parts:
                      "vllm": engine_options(cfg, "vllm"), "openai": {"base_url": cfg.base_url},
                      "llamacpp": engine_options(cfg, "llamacpp")}
             self.policy = load_policy(cfg.policy, backend=cfg.backend, **extra.get(cfg.backend, {}))
-        if cfg.method == "pra" and self.controller is None:
+        if REGISTRY[cfg.method].retrieves == "search" and self.controller is None:
             from search.controllers import make_controller
             bm25 = None
             if cfg.search_controller.startswith("rsus"):
@@ -305,7 +291,7 @@ class Parts:
             self.controller = make_controller(cfg.search_controller, cfg.search.seed, policy=self.policy, bm25=bm25)
         if retrieves(cfg.method, cfg.search_controller) and self.retriever is None:
             from corpora.retrieval import load_retriever
-            mode = "bm25" if cfg.method in PULSE_METHODS else cfg.retrieval    # PULSE retrieves with BM25
+            mode = "bm25" if REGISTRY[cfg.method].retrieves == "steps" else cfg.retrieval    # PULSE retrieves with BM25
             self.retriever = load_retriever(cfg.corpus, mode=mode)
         return self
 
@@ -363,7 +349,7 @@ def engine_options(cfg: EvalConfig, backend: str) -> dict[str, Any]:
 
 def _rag_context(cfg: EvalConfig, parts: Parts, questions: list[Question]) -> dict[str, tuple]:
     """RAG baselines: top passages for each question, retrieved in one batch, before the question."""
-    if cfg.method not in ("rag", "rag-sc"):
+    if REGISTRY[cfg.method].retrieves != "question":
         return {}
     hits = parts.retriever.retrieve([q.question for q in questions], cfg.rag_docs)
     return {q.id: tuple((h.passage.title, h.passage.text) for h in hs) for q, hs in zip(questions, hits)}
@@ -387,7 +373,7 @@ def _qwc_examples(cfg: EvalConfig, questions: list[Question]) -> tuple[ScoredTra
 
 def run_question(q: Question, cfg: EvalConfig) -> Trace:
     """One question typed by a user, through the same parts and engine as ``run_eval``."""
-    if cfg.method == "direct" or cfg.method in PULSE_METHODS:
+    if REGISTRY[cfg.method].runner != "engine":
         raise UserError("`pra search` runs the search engine; use one of its methods (cot, sc, rag, rag-sc, qwc, pra)")
     parts = Parts().complete(cfg)
     (trace,) = parts.engine(cfg).run([Trace(q, context=_rag_context(cfg, parts, [q]).get(q.id, ()),
@@ -398,7 +384,7 @@ def run_question(q: Question, cfg: EvalConfig) -> Trace:
 def searches(record: dict[str, Any]) -> int:
     """Retrievals a record's question cost: counted by the engine for PRA and PULSE; RAG and RAG+SC
     retrieve once per question, before it (its passages' titles are the record's ``context``)."""
-    if record.get("method") in ("rag", "rag-sc"):
+    if getattr(REGISTRY.get(record.get("method")), "retrieves", None) == "question":
         return 1 if record.get("context") else 0
     return record.get("stats", {}).get("searches", 0)
 
@@ -474,7 +460,8 @@ def _run_questions(cfg: EvalConfig, load: BenchmarkLoad, parts: Parts, fingerpri
     todo = asking_order([q for q in load.questions if q.id not in writer.done], cfg.seed)
     # Engine methods count reasoning steps (max_steps a question), so that the bar moves with the batched
     # stages; direct and PULSE decoding count questions.
-    steps = 1 if cfg.method == "direct" or cfg.method in PULSE_METHODS else cfg.search.max_steps
+    runner = REGISTRY[cfg.method].runner
+    steps = cfg.search.max_steps if runner == "engine" else 1
     n = len(load.questions)
     bar = tqdm(total=n * steps, initial=(n - len(todo)) * steps, unit="step" if steps > 1 else "question",
                desc=f"{cfg.method} {cfg.benchmark}" + (f" ({n} questions x {steps} steps)" if steps > 1 else ""))
@@ -483,9 +470,9 @@ def _run_questions(cfg: EvalConfig, load: BenchmarkLoad, parts: Parts, fingerpri
         context, examples = _rag_context(cfg, parts, todo), _qwc_examples(cfg, todo)
         todo = _skip_overlong(cfg, parts, todo, context, examples, writer, lambda: bar.update(steps))
     if todo:
-        if cfg.method == "direct":
+        if runner == "letters":
             _direct(parts.policy, todo, writer, bar, cfg.batch_size, cfg.search.readout)
-        elif cfg.method in PULSE_METHODS:
+        elif runner == "pulse":
             for t in parts.pulse_decoder(cfg).run(todo, batch=cfg.max_active):
                 writer.write(_pulse_record(t, cfg.method))
                 bar.update()
@@ -500,8 +487,8 @@ def _run_questions(cfg: EvalConfig, load: BenchmarkLoad, parts: Parts, fingerpri
     records = [r for r in read_records(out / "records.jsonl") if r["id"] in ids]
     summary = {"benchmark": cfg.benchmark, "method": cfg.method, "policy": cfg.policy, "of": total,
                "permute": cfg.permute, **({"sample": cfg.sample, "seed": cfg.seed} if cfg.sample else {}),
-               **({"reward_agent": cfg.reward_agent, "search": cfg.search_controller} if cfg.method == "pra" else {}),
-               **({"search": cfg.search_controller} if cfg.method in ("pulse-front", "pulse-step") else {}),
+               **({"reward_agent": cfg.reward_agent} if reads(cfg.method, "reward_agent") else {}),
+               **({"search": cfg.search_controller} if reads(cfg.method, "search_controller") else {}),
                "skipped_bad_rows": load.skipped, "fingerprint": fingerprint, **summarize(records),
                **constant_text_stats(records, load.questions)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))

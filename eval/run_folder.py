@@ -1,6 +1,6 @@
 """A run folder knows what it holds. Every record carries the fingerprint of the settings that made it
 (a hash of the config, the id of the policy's prompt among it, without the fields that only say where or
-how fast, ``NO_EFFECT``, and without the fields its method never reads, ``READ_BY``), so a folder
+how fast, ``NO_EFFECT``, and without the fields its method never reads, ``READ_BY`` from ``eval.methods``), so a folder
 cannot mix two configurations: a rerun with other settings is refused, naming the fields that differ,
 unless ``force_new`` sets the old files aside; ``pra merge`` and ``pra report`` check the records' own
 fingerprints. One process writes a folder at a time (``pra.folder_lock``)."""
@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from eval.methods import SELECTIVE, readers
 from pra.errors import UserError
 from pra.folder_lock import exclusive
 from pra.records import read_records
@@ -25,13 +26,10 @@ from pra.redact import redact_config
 NO_EFFECT = frozenset({"out", "shard", "limit", "max_active", "skip_bad", "batch_size", "base_url", "agent_base_url",
                        "fingerprint", "show",
                        "benchmark_hash"})   # what the benchmark held (for compare and merge), not a setting
-PULSE = ("pulse-front", "pulse-step", "ircot")
-# Fields only some methods read: for the other methods they are not part of the fingerprint, so that a new
-# default (another default reward agent, say) leaves every CoT or direct run resumable.
-READ_BY = {"reward_agent": {"pra"}, "agent_backend": {"pra"}, "search_controller": {"pra", "pulse-front", "pulse-step"},
-           "samples": {"sc", "rag-sc"}, "corpus": {"rag", "rag-sc", "pra", *PULSE},
-           "retrieval": {"rag", "rag-sc", "pra"}, "rag_docs": {"rag", "rag-sc", *PULSE},
-           "qwc_pool": {"qwc"}, "qwc_k": {"qwc"}}
+# Fields only some methods read (``eval.methods``): for the other methods they are not part of the
+# fingerprint, so that a new default (another default reward agent, say) leaves every CoT or direct run
+# resumable. The search block's fields are in every fingerprint, as they always were.
+READ_BY = {name: frozenset(readers(name)) for name in SELECTIVE if not name.startswith("search.")}
 FILES = ("records.jsonl", "config.json", "summary.json")
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from eval.checks import check_eval_config
-from eval.run import PULSE_METHODS, EvalConfig, Parts, eval_config, retrieves, run_with_parts, yaml_file
+from eval.methods import METHODS, reads, retrieves
+from eval.run import EvalConfig, Parts, eval_config, run_with_parts, yaml_file
 from pra.config_files import read_yaml
 from pra.errors import UserError
 from pra.folder_lock import exclusive
@@ -65,8 +66,8 @@ class LoadedParts:
         """Each part's identity for this run; None for a part its method does not use."""
         return {"policy": (cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size),
                 "reward_agent": ((cfg.reward_agent, cfg.agent_backend, cfg.agent_base_url, cfg.batch_size)
-                                 if cfg.method == "pra" else None),
-                "retriever": ((cfg.corpus, "bm25" if cfg.method in PULSE_METHODS else cfg.retrieval)
+                                 if reads(cfg.method, "reward_agent") else None),
+                "retriever": ((cfg.corpus, "bm25" if METHODS[cfg.method].retrieves == "steps" else cfg.retrieval)
                               if retrieves(cfg.method, cfg.search_controller) else None)}
 
     def parts(self, cfg: EvalConfig) -> Parts:

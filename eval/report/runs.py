@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from pra.benchmarks import load_eval_benchmark
-from eval.run import EvalConfig, retrieves, summarize
+from eval.methods import retrieves
+from eval.run import EvalConfig, summarize
 from eval.run_folder import check_records
 from pra.records import read_records
 from pra.selection import split_id
