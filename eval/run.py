@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +33,8 @@ from eval.run_folder import open_run_folder
 from pra.types import Question, ScoredTrace
 from pra.backends.base import LMBackend
 from search.engine import Engine, SearchConfig, Trace
-from pra.config_files import check_types, read_yaml
-from pra.errors import MissingFile, UserError
+from pra.config_files import check_fields, read_recipe, read_yaml, yaml_file
+from pra.errors import UserError
 
 if TYPE_CHECKING:
     from search.pulse_decoding import PulseTrace
@@ -151,25 +151,14 @@ ADDED_FIELDS = {"dtype": None, "device": None, "engine_args": {}}
 RECIPES = Path(__file__).parent.parent / "search" / "recipes"
 
 
-def yaml_file(name: str, folder: Path, kind: str) -> Path:
-    """A YAML file by path, or the name of one shipped in ``folder`` (recipes, suites)."""
-    for path in (Path(name), folder / f"{name}.yaml"):
-        if path.is_file():
-            return path
-    known = ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))
-    raise MissingFile(f"no {kind} file {name!r} and none of that name in {folder} (known: {known})")
-
-
 def eval_config(data: dict[str, Any], where: str = "eval config") -> EvalConfig:
     """An EvalConfig from a recipe (``recipe``: name or file), then EvalConfig fields and ``search``
     overrides on top; an unknown field is an error naming the file or ``where``."""
     data = dict(data)
     base: dict[str, Any] = {}
     if recipe := data.pop("recipe", None):
-        path = yaml_file(recipe, RECIPES, "recipe")
-        base = read_yaml(path)
-        _check_fields(base, str(path))
-    _check_fields(data, where)
+        base = read_recipe(recipe, RECIPES, EvalConfig, blocks={"search": SearchConfig})
+    check_fields(EvalConfig, data, where, blocks={"search": SearchConfig})
     search = {**(base.pop("search", None) or {}), **(data.pop("search", None) or {})}
     if isinstance(base.get("engine_args"), dict) and isinstance(data.get("engine_args"), dict):
         data["engine_args"] = {**base["engine_args"], **data["engine_args"]}     # a flag adds to the recipe's
@@ -179,20 +168,6 @@ def eval_config(data: dict[str, Any], where: str = "eval config") -> EvalConfig:
 def recipe_fields(recipe: str | None) -> dict[str, Any]:
     """The fields a recipe (name or file) sets, as written in it ({} for none)."""
     return read_yaml(yaml_file(recipe, RECIPES, "recipe")) if recipe else {}
-
-
-def _check_fields(data: dict[str, Any], where: str) -> None:
-    """Unknown fields, and unknown fields of the ``search:`` block, are errors naming ``where``."""
-    unknown = set(data) - {f.name for f in fields(EvalConfig)}
-    if unknown:
-        raise UserError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
-    search = data.get("search") or {}
-    if not isinstance(search, dict):
-        raise UserError(f"{where}: `search` must be a mapping of search fields, got {search!r:.60}")
-    unknown = set(search) - {f.name for f in fields(SearchConfig)}
-    if unknown:
-        raise UserError(f"{where}: unknown search field(s) {', '.join(sorted(unknown))}")
-    check_types(EvalConfig, data, where)      # `shard: 1`, `policy: 5`, `seed: [1]`: one line each
 
 
 def engine_config(cfg: EvalConfig) -> SearchConfig:

@@ -20,8 +20,8 @@ from typing import Any, Iterator
 
 from eval.checks import check_eval_config
 from eval.methods import METHODS, reads, retrieves
-from eval.run import EvalConfig, Parts, eval_config, run_with_parts, yaml_file
-from pra.config_files import read_yaml
+from eval.run import EvalConfig, Parts, eval_config, run_with_parts
+from pra.config_files import read_yaml, yaml_file
 from pra.errors import UserError
 from pra.folder_lock import exclusive
 

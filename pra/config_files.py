@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from pra.errors import UserError
+from pra.errors import MissingFile, UserError
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -124,3 +124,45 @@ def range_problems(values: dict[str, Any], ranges: tuple, flag=lambda field: "--
             finite = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             problems.append(f"{flag(field)} ({field}) must be {'' if finite else 'a finite number '}{bound}, got {value!r}")
     return problems
+
+
+def yaml_file(name: str, folder: Path, kind: str) -> Path:
+    """A YAML file by path, or the name of one shipped in ``folder`` (recipes, suites)."""
+    for path in (Path(name), folder / f"{name}.yaml"):
+        if path.is_file():
+            return path
+    known = ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))
+    raise MissingFile(f"no {kind} file {name!r} and none of that name in {folder} (known: {known})")
+
+
+def check_fields(cls: type, data: dict[str, Any], where: str, blocks: dict[str, type] | None = None) -> None:
+    """Settings for dataclass ``cls`` checked, each problem a UserError naming ``where``: a field it does
+    not have, a nested block (``blocks``: field name -> its dataclass, e.g. ``search``) that is not a
+    mapping or has a field its dataclass does not have, and values of the wrong type (``check_types``)."""
+    unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise UserError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    for block, block_cls in (blocks or {}).items():
+        values = data.get(block) or {}
+        if not isinstance(values, dict):
+            raise UserError(f"{where}: `{block}` must be a mapping of {block} fields, got {values!r:.60}")
+        unknown = set(values) - {f.name for f in dataclasses.fields(block_cls)}
+        if unknown:
+            raise UserError(f"{where}: unknown {block} field(s) {', '.join(sorted(unknown))}")
+    check_types(cls, data, where)      # `shard: 1`, `policy: 5`, `seed: [1]`: one line each
+
+
+def read_recipe(name: str, folder: Path, cls: type, section: str | None = None,
+                blocks: dict[str, type] | None = None) -> dict[str, Any]:
+    """The one recipe loader (``pra eval``, ``pra label``, ``pra train``): the fields that recipe
+    ``name`` (a YAML file, or the name of one in ``folder``) sets for ``cls``, from the whole file or from
+    its ``section:`` block ({} when it has none), checked by ``check_fields`` naming the file."""
+    path = yaml_file(name, folder, "recipe")
+    data = read_yaml(path)
+    where = str(path)
+    if section is not None:
+        data, where = data.get(section) or {}, f"{path}: {section}"
+        if not isinstance(data, dict):
+            raise UserError(f"{path}: `{section}:` must be a mapping of fields, got {data!r:.60}")
+    check_fields(cls, data, where, blocks)
+    return data

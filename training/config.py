@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pra.config_files import check_types, range_problems, read_yaml
-from pra.errors import MissingFile, UserError
+from pra.config_files import check_types, range_problems, read_recipe
+from pra.errors import UserError
 
 RECIPES = Path(__file__).parent / "recipes"
 
@@ -83,14 +83,6 @@ class TrainConfig:
     report_to: str = "none"              # the Trainer's loggers: none | tensorboard | wandb | ... (log.jsonl always)
 
 
-def recipe_path(recipe: str) -> Path:
-    """A YAML file, or the name of one in training/recipes."""
-    for path in (Path(recipe), RECIPES / f"{recipe}.yaml"):
-        if path.is_file():
-            return path
-    raise MissingFile(f"no recipe file {recipe!r} (and no training/recipes/{recipe}.yaml)")
-
-
 # (field, lowest, highest, lowest excluded): every number must also be finite (pra.config_files.range_problems)
 RANGES: dict[type, tuple] = {
     LabelConfig: (("limit", 1, None), ("traces", 1, None), ("max_steps", 1, None), ("step_tokens", 1, None),
@@ -108,16 +100,7 @@ RANGES: dict[type, tuple] = {
 def load_config(cls: type, section: str, recipe: str | None, overrides: dict[str, Any]):
     """``cls`` from the recipe's ``section`` block, then every override that is not None; a field of the
     wrong type (naming the recipe) or a number out of range (naming the flag) is a UserError."""
-    data: dict[str, Any] = {}
-    if recipe:
-        path = recipe_path(recipe)
-        data = read_yaml(path).get(section) or {}
-        if not isinstance(data, dict):
-            raise UserError(f"{path}: `{section}:` must be a mapping of fields, got {data!r:.60}")
-        unknown = set(data) - {f.name for f in fields(cls)}
-        if unknown:
-            raise UserError(f"{path}: unknown {section} field(s) {', '.join(sorted(unknown))}")
-        check_types(cls, data, f"{path}: {section}")
+    data = read_recipe(recipe, RECIPES, cls, section) if recipe else {}
     given = {f.name: overrides[f.name] for f in fields(cls) if overrides.get(f.name) is not None}
     check_types(cls, given, "command line")
     data.update(given)
