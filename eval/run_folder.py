@@ -20,6 +20,7 @@ from pra.errors import UserError
 from pra.folder_lock import exclusive
 from pra.records import read_records
 from pra.redact import redact_config
+from pra.resume import changes, flat, refuse
 
 # Fields that do not change a run's results: where it writes, which share of the questions it takes, how
 # many at once, and the throughput knobs. Every other config field, present or future, is in the fingerprint.
@@ -39,19 +40,11 @@ def settings(config: dict[str, Any], every_field: bool = False,
     those its method does not read, unless ``every_field`` (the fingerprints of folders written before
     ``READ_BY``); and without a field that holds its ``assumed`` value, the value folders written before
     the field existed were made with, so that their fingerprints still hold."""
-    flat: dict[str, Any] = {}
     method = config.get("method")
     assumed = assumed or {}
-    for key, value in config.items():
-        if key in NO_EFFECT or (not every_field and key in READ_BY and method not in READ_BY[key]):
-            continue
-        if key in assumed and value == assumed[key]:
-            continue
-        if isinstance(value, dict):
-            flat.update({f"{key}.{k}": v for k, v in value.items()})
-        else:
-            flat[key] = value
-    return flat
+    return flat({key: value for key, value in config.items()
+                 if not (key in NO_EFFECT or (not every_field and key in READ_BY and method not in READ_BY[key]))
+                 and not (key in assumed and value == assumed[key])})
 
 
 def fingerprint(config: dict[str, Any], every_field: bool = False, assumed: dict[str, Any] | None = None) -> str:
@@ -61,9 +54,7 @@ def fingerprint(config: dict[str, Any], every_field: bool = False, assumed: dict
 def differences(old: dict[str, Any], new: dict[str, Any], only_old_fields: bool = False) -> list[str]:
     """``field (old -> new)`` for each setting that differs; ``only_old_fields`` skips fields the old
     config does not have (configs written before records carried fingerprints)."""
-    a, b = settings(old), settings(new)
-    keys = sorted(a if only_old_fields else set(a) | set(b))
-    return [f"{k} ({a.get(k, 'not set')!r} -> {b.get(k, 'not set')!r})" for k in keys if a.get(k) != b.get(k)]
+    return changes(settings(old), settings(new), only_old_fields)
 
 
 def check_records(path: Path, records: Iterable[dict[str, Any]], expected: str | None = None) -> None:
@@ -89,19 +80,20 @@ def _read_config(out: Path) -> dict[str, Any] | None:
 
 
 def _refusal(old: dict[str, Any] | None, new: dict[str, Any], records_fp: str | None,
-             assumed: dict[str, Any]) -> str | None:
-    """Why a folder whose records carry ``records_fp`` (None: written before fingerprints) and whose
-    config.json is ``old`` cannot take records made with ``new``; None if it can. ``assumed``: the
-    values of fields that configs written before those fields existed were made with."""
+             assumed: dict[str, Any]) -> list[str]:
+    """The settings that keep a folder whose records carry ``records_fp`` (None: written before
+    fingerprints) and whose config.json is ``old`` from taking records made with ``new`` ([] if it can
+    take them). ``assumed``: the values of fields that configs written before those fields existed were
+    made with."""
     fp = fingerprint(new, assumed=assumed)
     if records_fp == fp:
-        return None
+        return []
     if old is None or (records_fp is not None and records_fp != old.get("fingerprint")):
-        return f"its records were made with other settings (fingerprint {records_fp}, this run's is {fp})"
+        return [f"fingerprint ({records_fp!r} -> {fp!r})"]       # no config.json that tells which
     changed = differences({**assumed, **old}, new, only_old_fields=records_fp is None)
     if records_fp is not None and not changed and records_fp != fingerprint(old, every_field=True):
         changed = [f"fingerprint ({records_fp!r} -> {fp!r})"]
-    return f"its settings differ in {', '.join(changed)}" if changed else None
+    return changed
 
 
 def _restamp(path: Path, records: list[dict[str, Any]], fp: str) -> None:
@@ -141,9 +133,8 @@ def open_run_folder(out: Path, config: dict[str, Any], force_new: bool = False,
         if records:
             records_fp = next((r["fingerprint"] for r in records if r.get("fingerprint")), None)
             why = _refusal(_read_config(out), config, records_fp, assumed)
-            if why and not force_new:
-                raise UserError(f"{out}: {why}; rerun with the folder's settings, use another --out, "
-                                "or --force-new to set its records aside")
+            if not force_new:
+                refuse(out, "records", why, force="--force-new")
             if why:
                 _set_aside(out)
             elif records_fp not in (None, fp):

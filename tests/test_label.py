@@ -86,5 +86,5 @@ def test_tiny_labelling_run_is_resumable(smollm2, bm25, tmp_path):
     settings.write_text(json.dumps({k: v for k, v in recorded.items() if k != "policy_prompt"}))
     assert run_label(cfg, policy=smollm2, retriever=bm25) == stats and smollm2.stats.calls == calls
     settings.write_text(json.dumps({**recorded, "policy_prompt": {"steps": "chat-0", "docs": "chat-0"}}))
-    with pytest.raises(ValueError, match=r"other settings \(policy_prompt\)"):
+    with pytest.raises(ValueError, match=r"other settings: they differ in policy_prompt.docs \(.*policy_prompt.steps"):
         run_label(cfg, policy=smollm2, retriever=bm25)

@@ -36,6 +36,7 @@ from pra.prompts import (LEGACY_POLICY_PROMPTS, forced_answer_suffix, format_doc
 from pra.readouts import Prompt, read_letters
 from pra.records import JsonlWriter, read_records
 from pra.redact import redact_config
+from pra.resume import check_same
 from pra.steps import extract_answer
 from pra.types import Message, Question, Step
 from search.engine import Candidate, Engine, SearchConfig, Trace, search_query
@@ -337,17 +338,13 @@ def _check_settings(path: Path, cfg: LabelConfig, purpose: str, chat: bool) -> N
     policy has a chat template): the file would mix two kinds of label. A label set written before its
     config held the prompt was made with ``LEGACY_POLICY_PROMPTS``. Labels of evaluation sets carry
     ``purpose: detection``, which probe training refuses."""
-    label_settings = lambda d: {k: v for k, v in d.items() if k not in PACING}
     prompts = {kind: policy_prompt_id(chat, kind) for kind in LABEL_PROMPT_KINDS}
     now = redact_config({**({"purpose": purpose} if purpose == "detection" else {}), **json.loads(json.dumps(asdict(cfg))),
                          "policy_prompt": prompts})     # server URLs stored without credentials
     if path.exists():
         old = {"policy_prompt": {kind: LEGACY_POLICY_PROMPTS[chat, kind] for kind in LABEL_PROMPT_KINDS},
                **json.loads(path.read_text())}
-        changed = sorted(k for k in label_settings(old).keys() | label_settings(now).keys() if old.get(k) != now.get(k))
-        if changed:
-            raise UserError(f"{path.parent} holds labels made with other settings ({', '.join(changed)}); "
-                            "resume with the same ones or use a new out")
+        check_same(path.parent, "labels", old, now, skip=PACING)
     path.write_text(json.dumps(now, indent=2))
 
 

@@ -28,6 +28,7 @@ import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from pra.records import JsonlWriter, read_records
+from pra.resume import check_same
 from pra.reward_agent import PROMPT_RECORD, RewardAgent
 from training.config import TrainConfig
 from training.dataset import EARLIER_REWARDS, Example, encode, load_examples, split_by_question
@@ -216,8 +217,8 @@ def train(cfg: TrainConfig) -> dict[str, Any] | None:
               "optimizer_steps": steps, "effective_batch": cfg.batch_size * cfg.grad_accum * args.world_size}
     previous = run / "training_args.json"
     if args.process_index == 0:
-        if previous.exists() and json.loads(previous.read_text()) != json.loads(json.dumps(record)):
-            raise UserError(f"{run} holds a run with other settings or data; resume with the same ones or use a new out")
+        if previous.exists():       # the settings and what the data gave (examples, steps) must be the same
+            check_same(run, "a training run", json.loads(previous.read_text()), json.loads(json.dumps(record)))
         run.mkdir(parents=True, exist_ok=True)
         previous.write_text(json.dumps(record, indent=2))
 
