@@ -172,7 +172,7 @@ def recipe_fields(recipe: str | None) -> dict[str, Any]:
 
 def engine_config(cfg: EvalConfig) -> SearchConfig:
     """The method fixes what the user's search settings may not contradict."""
-    s, mode = cfg.search, REGISTRY[cfg.method].mode
+    s, mode = cfg.search, getattr(REGISTRY.get(cfg.method), "mode", None)
     if mode == "greedy":
         return SearchConfig(**{**asdict(s), "beam_width": 1, "branching": 1, "temperature": 0.0,
                                "aggregate": "best"})

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pra.benchmarks import load_eval_benchmark
-from eval.methods import retrieves
+from eval.methods import reads, retrieves
 from eval.run import EvalConfig, summarize
 from eval.run_folder import check_records
 from pra.records import read_records
@@ -83,7 +83,7 @@ class Run:
         if self.method == "pra":
             s = self.config.get("search", {})
             return int(s.get("beam_width", 1)) * int(s.get("branching", 1))
-        if self.method in ("sc", "rag-sc"):
+        if reads(self.method, "samples"):
             return int(self.config.get("samples", 1))
         return 1
 
@@ -112,9 +112,9 @@ class Run:
             return (f"pra ({agent} {self.reward_agent}, B={s.get('beam_width')} b={s.get('branching')}, "
                     f"search {self.controller}{', ' + self.variant if self.variant else ''})")
         details = [self.variant] if self.variant else []
-        if self.method in ("sc", "rag-sc"):
+        if reads(self.method, "samples"):
             details.insert(0, f"k={self.width}")
-        if self.method in ("pulse-front", "pulse-step"):
+        if reads(self.method, "search_controller"):
             details.insert(0, str(self.config.get("search_controller")))
         return f"{self.method} ({', '.join(details)})" if details else self.method
 
