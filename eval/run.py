@@ -5,7 +5,8 @@ Methods: ``direct`` (answer letter from the logits), ``cot`` (one greedy step-by
 question), ``qwc`` (CoT after scored training traces, ``search/qwc.py``), ``pra`` (reward-agent beam
 search). All trace methods run on the same engine, except PULSE decoding (``pulse-front``,
 ``pulse-step``: retrieve and regenerate the steps the probe flags) and its IRCoT baseline (``ircot``:
-retrieve after every step), which have their own step loop.
+retrieve after every step), which have their own step loop. What each method runs on, reads and
+retrieves is declared once, in ``eval.methods``.
 """
 from __future__ import annotations
 

@@ -40,3 +40,21 @@ def test_openai_backend_gets_no_transformers_options(monkeypatch):
 def test_unknown_method_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="unknown method 'beam'"):
         run_eval(EvalConfig(method="beam", out=str(tmp_path)))
+
+
+def test_the_method_table_names_real_settings_and_prompts():
+    """Every setting a method declares it reads is a config field (or a field of the search block), every
+    prompt one of the policy's, and the config's --method choices are the table's."""
+    from dataclasses import fields
+
+    from eval.methods import ALL_SEARCH, METHODS, readers
+    from pra.prompts import PROMPT_KINDS
+
+    names = {f.name for f in fields(EvalConfig)} | {f"search.{f.name}" for f in fields(SearchConfig)} | {ALL_SEARCH}
+    for m in METHODS.values():
+        assert m.reads <= names, (m.name, m.reads - names)
+        assert m.prompt in PROMPT_KINDS and m.runner in ("letters", "engine", "pulse")
+        assert m.retrieves in ("nothing", "question", "steps", "search")
+    assert next(f for f in fields(EvalConfig) if f.name == "method").metadata["choices"] == tuple(METHODS)
+    assert readers("search.beam_width") == ("pra",) and readers("policy") is None
+    assert set(readers("search.max_steps")) == set(METHODS) - {"direct"}

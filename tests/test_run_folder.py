@@ -160,3 +160,16 @@ def test_merge_and_report_refuse_records_of_mixed_settings(tmp_path):
     clean = tmp_path / "clean"
     _records(clean, ["aaaa", "aaaa"])
     assert len(load_run(clean).records) == 2
+
+
+def test_the_fingerprint_leaves_out_the_settings_the_method_table_says_a_method_does_not_read():
+    """``READ_BY`` comes from ``eval.methods``; pinned here, because a change to it changes the
+    fingerprints of committed run folders (agent_base_url is never in one: NO_EFFECT)."""
+    from eval.run_folder import NO_EFFECT, READ_BY
+
+    pulse = {"pulse-front", "pulse-step", "ircot"}
+    assert {k: set(v) for k, v in READ_BY.items() if k not in NO_EFFECT} == {
+        "reward_agent": {"pra"}, "agent_backend": {"pra"}, "search_controller": {"pra", "pulse-front", "pulse-step"},
+        "samples": {"sc", "rag-sc"}, "corpus": {"rag", "rag-sc", "pra", *pulse},
+        "retrieval": {"rag", "rag-sc", "pra"}, "rag_docs": {"rag", "rag-sc", *pulse},
+        "qwc_pool": {"qwc"}, "qwc_k": {"qwc"}}
