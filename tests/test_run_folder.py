@@ -173,3 +173,16 @@ def test_the_fingerprint_leaves_out_the_settings_the_method_table_says_a_method_
         "samples": {"sc", "rag-sc"}, "corpus": {"rag", "rag-sc", "pra", *pulse},
         "retrieval": {"rag", "rag-sc", "pra"}, "rag_docs": {"rag", "rag-sc", *pulse},
         "qwc_pool": {"qwc"}, "qwc_k": {"qwc"}}
+
+
+def test_one_refusal_for_run_folders_label_sets_and_training_runs(tmp_path):
+    """pra.resume: the settings compared flat (a block's fields one by one), pacing fields skipped, a
+    field missing on one side equal to None on the other; the message names each difference."""
+    from pra.resume import check_same
+
+    old = {"policy": "p", "limit": 5, "policy_prompt": {"steps": "a", "docs": "b"}, "goldprob_dtype": None}
+    check_same(tmp_path, "labels", old, {**old, "limit": 9}, skip={"limit"})
+    check_same(tmp_path, "labels", {k: v for k, v in old.items() if k != "goldprob_dtype"}, old)
+    with pytest.raises(UserError, match=r"holds labels made with other settings: they differ in "
+                                        r"policy_prompt\.docs \('b' -> 'c'\); resume with the same settings"):
+        check_same(tmp_path, "labels", old, {**old, "policy_prompt": {"steps": "a", "docs": "c"}})
