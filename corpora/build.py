@@ -1,7 +1,8 @@
-"""``python -m corpora.build medcorp-mini|medcorp``: build a shipped corpus and its shipped dense index."""
+"""``pra corpus build medcorp-mini|medcorp``: build a shipped corpus and its shipped dense index (this
+rewrites the git-tracked files under corpora/data: maintainers only)."""
 from __future__ import annotations
 
-import sys
+import argparse
 
 from corpora.builders import build_corpus
 from corpora.index import build_index
@@ -19,7 +20,11 @@ def build_shipped(name: str) -> None:
     print(f"index: {build_index(name, 'minilm-l6-v2', kind, dtype=dtype)}")
 
 
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="pra corpus build", description=__doc__)
+    ap.add_argument("corpus", choices=SHIPPED_INDEX)
+    build_shipped(ap.parse_args(argv).corpus)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in SHIPPED_INDEX:
-        sys.exit(f"usage: python -m corpora.build {'|'.join(SHIPPED_INDEX)}")
-    build_shipped(sys.argv[1])
+    main()

@@ -697,9 +697,18 @@ def run_tool(argv: list[str]) -> bool:
         return False
     module = TOOLS[argv[0]][1][argv[1]][0]
     sys.argv = [f"pra {argv[0]} {argv[1]}", *argv[2:]]
-    args = argparse.Namespace(command=f"{argv[0]} {argv[1]}", func=lambda _: runpy.run_module(
-        module, run_name="__main__", alter_sys=True))
-    if code := run_command(args):
+
+    def refuse(parser: argparse.ArgumentParser, message: str):    # a bad flag: one line, like every verb's
+        raise UserError(message)
+
+    def run(_) -> None:
+        error, argparse.ArgumentParser.error = argparse.ArgumentParser.error, refuse
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        finally:
+            argparse.ArgumentParser.error = error
+
+    if code := run_command(argparse.Namespace(command=f"{argv[0]} {argv[1]}", func=run)):
         sys.exit(code)
     return True
 

@@ -189,7 +189,7 @@ def prepared(model: EmbeddedModel) -> bool:
         return importlib.util.find_spec(model.package) is not None
     if model.default_backend == "llamacpp":
         return (cache_dir() / "gguf" / model.gguf).exists()
-    return (cache_dir() / "models" / model.name / "model.safetensors").exists()
+    return prepared_for_transformers(model)
 
 
 def _dequantize(model: EmbeddedModel, out: Path) -> None:
@@ -240,7 +240,14 @@ def has_chat_template(name_or_path: str) -> bool:
     examples), read without loading the weights."""
     from transformers import AutoTokenizer
 
+    model = EMBEDDED.get(name_or_path)
+    if model is not None and model.gguf and not prepared_for_transformers(model):
+        return bool(gguf_tokenizer(name_or_path).chat_template)    # no 6 GB dequantization to read a template
     return bool(AutoTokenizer.from_pretrained(resolve(name_or_path)).chat_template)
+
+
+def prepared_for_transformers(model: EmbeddedModel) -> bool:
+    return (cache_dir() / "models" / model.name / "model.safetensors").exists()
 
 
 def _name_architecture(config_file: Path) -> None:

@@ -101,6 +101,10 @@ CASES = [
     (["compare", "{tmp}/runa", "{tmp}/runb"], "(questions hash 2222): different question sets"),
     (["merge", "{tmp}/merged", "{tmp}/stale"], "medqa now holds other questions"),
     (["search", "--question", "q?", *[a for i in range(27) for a in ("--option", f"o{i}")]], "--option: at most 26 (A to Z), got 27"),
+    (["perf", "backends", "--paths", "nonsense"], "unknown path nonsense"),
+    (["agent", "evaluate", "--no-such-flag"], "the following arguments are required: agent"),
+    (["runs", "quality", "x"], "the following arguments are required: --judge, --out"),
+    (["corpus", "build", "medcorp-huge"], "invalid choice: 'medcorp-huge'"),
     (["eval", "--method", "direct", "--backend", "openai", "--base-url", "http://u:SECRET@h:1?api_key=TOKEN",
       "--read-timeout", "0"], "--read-timeout must be a finite number of seconds above 0"),
     (["eval", "--method", "direct", "--backend", "openai", "--api-key-env", "PRA_NO_SUCH_VARIABLE"],
@@ -152,7 +156,8 @@ def test_bad_input_is_one_line_and_exit_2(argv, culprit, tmp_path, capsys, offli
         cli.main([a.replace("{tmp}", str(tmp_path)) for a in argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 2, err
-    assert len(err) == 1 and err[0].startswith(f"pra {argv[0]}: error: "), err
+    verb = " ".join(argv[:2]) if argv[0] in cli.TOOLS else argv[0]    # a tool's errors name it: pra perf backends
+    assert len(err) == 1 and err[0].startswith(f"pra {verb}: error: "), err
     assert culprit.replace("{tmp}", str(tmp_path)) in err[0]
     assert not (tmp_path / "run").exists()          # nothing written for a run that never started
 
