@@ -215,6 +215,29 @@ def compare_runs(runs: Sequence[Path], seed: int = 0, seeds: int = 1, allow_diff
     return [compare_records(records[a], records[b], a, b, seed, seeds) for a, b in combinations(records, 2)]
 
 
+def pool_runs(runs: Sequence[Path], seed: int = 0, seeds: int = 1, allow_different: bool = False,
+              warn=None) -> Comparison:
+    """One paired comparison pooled over pairs of runs given as A1 B1 A2 B2 ... (say, a trained and an
+    untrained agent on each benchmark): each pair is checked and paired as ``compare_runs`` pairs it, its
+    ids and questions kept apart from the other pairs', and the bootstrap resamples questions across all."""
+    if len(runs) < 4 or len(runs) % 2:
+        raise UserError(f"--pool takes pairs of runs, A1 B1 A2 B2 ...: got {len(runs)} run folder(s)")
+    pooled_a, pooled_b = [], []
+    for k in range(0, len(runs), 2):
+        (ra, rb) = pair = [run_records(r) for r in runs[k:k + 2]]
+        if why := mismatch(str(runs[k]), str(runs[k + 1]), *pair):
+            if not allow_different:
+                raise UserError(f"{why}; records would be paired by id alone: use --allow-different to compare anyway")
+            if warn is not None:
+                warn(f"--allow-different: {why}")
+        for src, dst in ((ra, pooled_a), (rb, pooled_b)):
+            dst += [{**r, "id": f"{k // 2}:{r.get('id')}", "group": f"{k // 2}:{r.get('group') or split_id(str(r.get('id')))[0]}"}
+                    if isinstance(r, dict) and "id" in r else r for r in src]
+    name_a = f"pooled {', '.join(str(r) for r in runs[0::2])}"
+    name_b = f"pooled {', '.join(str(r) for r in runs[1::2])}"
+    return compare_records(pooled_a, pooled_b, name_a, name_b, seed, seeds)
+
+
 def markdown(comparisons: Sequence[Comparison]) -> str:
     lines = ["| A | B | n (questions) | acc A | acc B | B - A [95% CI] | A only / B only | McNemar p |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]

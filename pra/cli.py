@@ -387,6 +387,11 @@ def cmd_compare(args: argparse.Namespace) -> None:
     from eval.compare import compare_runs, markdown
 
     warn = lambda line: print(f"pra compare: warning: {line}", file=sys.stderr)
+    if args.pool:
+        from eval.compare import pool_runs
+        print(markdown([pool_runs(args.runs, seed=args.seed, seeds=args.seeds, allow_different=args.allow_different,
+                                  warn=warn)]))
+        return
     print(markdown(compare_runs(args.runs, seed=args.seed, seeds=args.seeds, allow_different=args.allow_different,
                                 warn=warn)))
 
@@ -637,6 +642,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="repeat the bootstrap with N seeds (--seed onwards) and report how far the CI bounds move")
     p.add_argument("--allow-different", dest="allow_different", action="store_true",
                    help="compare runs of different benchmark content (refused otherwise), naming what differs")
+    p.add_argument("--pool", action="store_true",
+                   help="runs are pairs A1 B1 A2 B2 ...: one difference B - A pooled over every pair's questions "
+                        "(e.g. a trained and an untrained agent on each benchmark)")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("merge", help="join the run folders of a --shard i/n split into one run folder")

@@ -120,3 +120,22 @@ def test_merge_takes_an_older_shard_without_a_hash_beside_a_newer_one(tmp_path):
     right = content_hash(load_eval_benchmark("medqa").questions)
     shards = [make_shard(tmp_path, 0), make_shard(tmp_path, 1, benchmark_hash=right)]
     assert merge_shards(tmp_path / "out", shards).records == 6
+
+
+def test_pool_pairs_each_benchmark_apart_and_resamples_them_together(tmp_path):
+    """--pool: A1 B1 A2 B2; equal ids in two benchmarks stay two questions, and the pooled difference is
+    the record-weighted mean of the pairs' differences."""
+    from eval.compare import pool_runs
+
+    ids = [f"q{i}" for i in range(20)]
+    a1 = run_folder(tmp_path, "a1", ids, correct=lambda k: k < 10, benchmark_hash="1")
+    b1 = run_folder(tmp_path, "b1", ids, correct=lambda k: k < 14, benchmark_hash="1")      # +0.2
+    a2 = run_folder(tmp_path, "a2", ids, correct=lambda k: k < 10, benchmark_hash="2")
+    b2 = run_folder(tmp_path, "b2", ids, correct=lambda k: k < 10, benchmark_hash="2")      # +0.0
+    pooled = pool_runs([a1, b1, a2, b2])
+    assert (pooled.n, pooled.questions) == (40, 40)
+    assert pooled.difference == pytest.approx(0.1) and (pooled.a_only, pooled.b_only) == (0, 4)
+    with pytest.raises(UserError, match="pairs of runs"):
+        pool_runs([a1, b1, a2])
+    with pytest.raises(UserError, match="different question sets"):
+        pool_runs([a1, b2, a2, b1])
