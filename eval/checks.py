@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from eval.methods import METHODS, readers, reads, uses_corpus
 from pra.errors import UserError
+from pra.backends.llamacpp_backend import ENGINE_ARGS as LLAMACPP_ENGINE_ARGS
 from pra.selection import PERMUTE
 
 if TYPE_CHECKING:
@@ -79,11 +80,13 @@ def _names(cfg: "EvalConfig", loaded: frozenset[str]) -> list[str]:
     for field in ("backend", "agent_backend"):
         if getattr(cfg, field) not in BACKENDS:
             problems.append(f"{flag(field)} ({field}): unknown backend {getattr(cfg, field)!r}; one of {', '.join(BACKENDS)}")
-    engines = {"dtype": ("transformers", "vllm"), "device": ("transformers",), "engine_args": ("transformers", "vllm")}
+    engines = {"dtype": ("transformers", "vllm"), "device": ("transformers",), "engine_args": ("transformers", "vllm", "llamacpp")}
     for field, backends in engines.items():
         if getattr(cfg, field, None) and cfg.backend not in backends:
             problems.append(f"{flag(field) if field != 'engine_args' else '--engine-arg'} ({field}) applies to "
                             f"--backend {' or '.join(backends)}, not {cfg.backend}")
+    if cfg.backend == "llamacpp" and (unknown := sorted(set(cfg.engine_args or {}) - set(LLAMACPP_ENGINE_ARGS))):
+        problems.append(f"--engine-arg {', '.join(unknown)}: the llamacpp backend takes {', '.join(LLAMACPP_ENGINE_ARGS)}")
     if cfg.backend == "openai" and not cfg.base_url:
         problems.append("--backend openai needs --base-url http://HOST:PORT (an OpenAI-compatible server)")
     if cfg.method == "pra" and cfg.agent_backend == "openai" and not cfg.agent_base_url:

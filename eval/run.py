@@ -317,7 +317,7 @@ def engine_options(cfg: EvalConfig, backend: str) -> dict[str, Any]:
     ``vllm.LLM``, transformers' to ``from_pretrained`` (``model_kwargs``); unset ones are left out."""
     if backend == "vllm":
         return {**({"dtype": cfg.dtype} if cfg.dtype else {}), **(cfg.engine_args or {})}
-    if backend == "llamacpp":       # the GGUF's own weights: n_ctx, max_seqs, threads
+    if backend == "llamacpp":       # the GGUF's own weights: only its ENGINE_ARGS (eval.checks)
         return dict(cfg.engine_args or {})
     return {**({"dtype": cfg.dtype} if cfg.dtype else {}), **({"device": cfg.device} if cfg.device else {}),
             **({"model_kwargs": dict(cfg.engine_args)} if cfg.engine_args else {})}

@@ -101,6 +101,8 @@ CASES = [
     (["compare", "{tmp}/runa", "{tmp}/runb"], "(questions hash 2222): different question sets"),
     (["merge", "{tmp}/merged", "{tmp}/stale"], "medqa now holds other questions"),
     (["search", "--question", "q?", *[a for i in range(27) for a in ("--option", f"o{i}")]], "--option: at most 26 (A to Z), got 27"),
+    (["eval", "--method", "direct", "--backend", "llamacpp", "--engine-arg", "n_ctxx=5", "--sample", "2", "--out", "{tmp}/run"],
+     "--engine-arg n_ctxx: the llamacpp backend takes n_ctx, max_seqs, n_batch, threads"),
     (["perf", "backends", "--paths", "nonsense"], "unknown path nonsense"),
     (["agent", "evaluate", "--no-such-flag"], "the following arguments are required: agent"),
     (["runs", "quality", "x"], "the following arguments are required: --judge, --out"),

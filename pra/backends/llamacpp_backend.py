@@ -31,6 +31,7 @@ from pra.selection import stable_seed
 
 STOP_WINDOW = 8     # newest tokens decoded per step to look for a stop string
 NUCLEUS_CANDIDATES = 512    # tokens sorted for top-p sampling when they hold the nucleus
+ENGINE_ARGS = ("n_ctx", "max_seqs", "n_batch", "threads")   # what --engine-arg may set here
 
 
 def default_threads() -> int:
@@ -49,7 +50,7 @@ class _Seq:
 
 class LlamaCppBackend(LMBackend):
     def __init__(self, model: str, n_ctx: int = 32768, max_seqs: int = 64, n_batch: int = 512,
-                 threads: int | None = None, adapter: str | None = None, **_ignored):
+                 threads: int | None = None, adapter: str | None = None):
         """``model``: an embedded name with a GGUF (see ``pra models``) or a path to a ``.gguf`` file.
         ``n_ctx`` is the KV cache's size in tokens, shared by all sequences; ``max_seqs`` the most
         sequences held at once (prompts, samples and the previous call's prefixes)."""
