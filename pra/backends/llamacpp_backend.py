@@ -25,11 +25,11 @@ from typing import Sequence
 import numpy as np
 
 from pra.backends.base import (BackendNotInstalled, BackendStats, Completion, LMBackend, Message,
-                               SamplingParams, SlotLogprobs, cut_at_stop, render_chat, single_token_ids)
+                               SamplingParams, SlotLogprobs, completion_from_ids, hit_stop, render_chat,
+                               single_token_ids)
 from pra.errors import UserError
 from pra.selection import stable_seed
 
-STOP_WINDOW = 8     # newest tokens decoded per step to look for a stop string
 NUCLEUS_CANDIDATES = 512    # tokens sorted for top-p sampling when they hold the nucleus
 ENGINE_ARGS = ("n_ctx", "max_seqs", "n_batch", "threads")   # what --engine-arg may set here
 
@@ -258,18 +258,12 @@ class LlamaCppBackend(LMBackend):
         return [(rows[j][0], gen[j]) for j in range(len(rows))]
 
     def _stopped(self, ids: list[int], stop: tuple[str, ...]) -> bool:
-        if not stop:
-            return False
-        tail = self.tokenizer.decode(ids[-STOP_WINDOW:], skip_special_tokens=True)
-        return any(s in tail for s in stop)
+        return hit_stop(self.tokenizer, ids, stop)
 
     def _completion(self, ids: list[int], params: SamplingParams) -> Completion:
-        ended = next((k for k, t in enumerate(ids) if t in self._ends), None)
-        kept = ids if ended is None else ids[:ended]
-        text, hit_stop = cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), params.stop)
-        n_tokens = len(kept) + (ended is not None)
-        self.stats.generated_tokens += n_tokens
-        return Completion(text=text, tokens=n_tokens, stopped=hit_stop or ended is not None)
+        done = completion_from_ids(self.tokenizer, ids, self._ends, params.stop)
+        self.stats.generated_tokens += done.tokens
+        return done
 
     # -- readouts -----------------------------------------------------------------------------------
 

@@ -12,11 +12,10 @@ from transformers.cache_utils import DynamicLayer
 
 from pra.models import cache_argument, load_causal_lm
 from pra.backends.base import (BackendStats, Completion, LMBackend, Message, SamplingParams,
-                              SlotLogprobs, cut_at_stop, render_chat, single_token_ids)
+                              SlotLogprobs, completion_from_ids, hit_stop, render_chat, single_token_ids)
 from pra.backends.prefix_cache import BLOCK, PrefixCache
 from pra.selection import stable_seed
 
-STOP_WINDOW = 8          # newest tokens decoded per step to look for a stop string
 FORWARD_COST = 32        # the fixed cost of one forward pass, in tokens of work (one CPU core, ~135M)
 
 
@@ -224,18 +223,12 @@ class TransformersBackend(LMBackend):
         return out
 
     def _stopped(self, ids: list[int], stop: tuple[str, ...]) -> bool:
-        if not stop:
-            return False
-        tail = self.tokenizer.decode(ids[-STOP_WINDOW:], skip_special_tokens=True)
-        return any(s in tail for s in stop)
+        return hit_stop(self.tokenizer, ids, stop)
 
     def _completion(self, ids: list[int], params: SamplingParams) -> Completion:
-        ended = next((k for k, t in enumerate(ids) if t in self._ends), None)
-        kept = ids if ended is None else ids[:ended]
-        text, hit_stop = cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), params.stop)
-        n_tokens = len(kept) + (ended is not None)
-        self.stats.generated_tokens += n_tokens
-        return Completion(text=text, tokens=n_tokens, stopped=hit_stop or ended is not None)
+        done = completion_from_ids(self.tokenizer, ids, self._ends, params.stop)
+        self.stats.generated_tokens += done.tokens
+        return done
 
     def token_ids(self, choices: list[str] | tuple[str, ...]) -> list[int]:
         return single_token_ids(self.tokenizer, choices, self.name)
