@@ -6,12 +6,15 @@ softmax over those two logits, so the loss is the readouts' own log-likelihood; 
 whole vocabulary would also spend its gradient on pushing mass onto the digits, which no readout looks
 at, and could not take the soft rollout labels as targets the way the two-way form does.
 
-The loop is transformers' ``Trainer`` with this loss as its ``compute_loss`` (TRL's ``SFTTrainer`` is a
-token-level LM loss over text datasets; the slot loss reads two positions of pre-encoded prompts, so it
-needs the plain ``Trainer`` TRL builds on). Under ``accelerate launch`` that gives multi-GPU, DeepSpeed
-and FSDP; ``report_to`` gives the standard loggers. Checkpoints are the Trainer's
-(``checkpoints/checkpoint-N``: adapter, optimizer, scheduler, RNG, data position); a run started again on
-the same ``out`` resumes from the last whole one on the same trajectory.
+The loop is transformers' ``Trainer`` with this loss as its ``compute_loss``. TRL is not used, and not a
+dependency: TRL 1.16 has no process-reward trainer (its ``RewardTrainer`` scores whole sequences through a
+classification head; the agent keeps the LM head, so that any LM engine serves it); ``SFTTrainer``'s
+completion-only loss is a cross-entropy over the whole vocabulary with hard token targets, not this
+two-way one with soft rollout targets, and its ``compute_loss_func`` hook gets token labels only (no place
+for a soft target) and runs a second forward pass per batch for its metrics. Under ``accelerate launch``
+the Trainer gives multi-GPU, DeepSpeed and FSDP; ``report_to`` gives the standard loggers. Checkpoints are
+the Trainer's (``checkpoints/checkpoint-N``: adapter, optimizer, scheduler, RNG, data position); a run
+started again on the same ``out`` resumes from the last whole one on the same trajectory.
 """
 from __future__ import annotations
 
