@@ -85,6 +85,9 @@ def _names(cfg: "EvalConfig", loaded: frozenset[str]) -> list[str]:
         if getattr(cfg, field, None) and cfg.backend not in backends:
             problems.append(f"{flag(field) if field != 'engine_args' else '--engine-arg'} ({field}) applies to "
                             f"--backend {' or '.join(backends)}, not {cfg.backend}")
+    if cfg.dtype == "int8" and cfg.backend == "vllm":
+        problems.append("--dtype int8 (torch dynamic quantization) is for --backend transformers; vLLM takes "
+                        "float32, bfloat16 or float16")
     if cfg.backend == "llamacpp" and (unknown := sorted(set(cfg.engine_args or {}) - set(LLAMACPP_ENGINE_ARGS))):
         problems.append(f"--engine-arg {', '.join(unknown)}: the llamacpp backend takes {', '.join(LLAMACPP_ENGINE_ARGS)}")
     if cfg.backend == "openai" and not cfg.base_url:

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from pra.models import DEFAULT_REWARD_AGENT
 from pra.benchmarks import DATA, BenchmarkLoad, content_hash, load_eval_benchmark, parse_shard
-from pra.prompts import DIRECT_PREFIX, LEGACY_POLICY_PROMPTS, copies_example, policy_messages, policy_prompt_id
+from pra.prompts import DIRECT_PREFIX, copies_example, policy_messages, policy_prompt_id
 from pra.readouts import best_letter, read_letters
 from pra.records import JsonlWriter, read_records
 from pra.options import option
@@ -73,7 +73,7 @@ def _key_value(text: str) -> tuple[str, Any]:
 
 CONTROLLERS = ("always", "never", "threshold", "sample", "rsus", "pulse")
 CONTROLLER_FORMS = ("always", "never", "threshold:θ", "sample", "rsus[:θ]", "pulse:PROBE[:θ]")
-DTYPES = ("float32", "bfloat16", "float16")
+DTYPES = ("float32", "bfloat16", "float16", "int8")
 
 
 @dataclass
@@ -134,7 +134,8 @@ class EvalConfig:
     show: bool = option(False, group="output", help="print each question's search tree and write OUT/viewer.html")
     # engine options: recorded in the config and its fingerprint
     dtype: str | None = option(None, group="engine", choices=DTYPES, show_default="bfloat16 on a GPU or a CPU "
-                               "with bf16 matmul, else float32", help="the policy's weights and activations")
+                               "with bf16 matmul, else float32", help="the policy's weights and activations; int8: float32 "
+                               "activations times int8 weights (CPU, transformers backend)")
     device: str | None = option(None, group="engine", metavar="DEVICE", show_default="cuda when there is one, else cpu",
                                 help="where the policy runs (transformers backend): cpu, cuda, cuda:1, ...")
     engine_args: dict[str, Any] = option(group="engine", flag="--engine-arg", type=_key_value, metavar="KEY=VALUE",
@@ -142,11 +143,6 @@ class EvalConfig:
                                          help="passed to vllm.LLM(...) (gpu_memory_utilization=0.8, "
                                               "tensor_parallel_size=2, max_model_len=8192) or to transformers' "
                                               "from_pretrained (attn_implementation=sdpa); repeat for more")
-
-
-# Fields added after runs were recorded, with the value those runs were made with: a config holding it
-# leaves the fingerprint as it was, so that earlier run folders stay resumable.
-ADDED_FIELDS = {"dtype": None, "device": None, "engine_args": {}}
 
 
 RECIPES = Path(__file__).parent.parent / "search" / "recipes"
@@ -406,8 +402,7 @@ def run_with_parts(cfg: EvalConfig, parts: Parts, force_new: bool = False) -> di
     chat = parts.policy.has_chat_template if parts.policy is not None else has_chat_template(cfg.policy)
     kind = prompt_kind(cfg.method)
     config = {**asdict(cfg), "policy_prompt": policy_prompt_id(chat, kind), "benchmark_hash": benchmark_hash}
-    with open_run_folder(Path(cfg.out), config, force_new,
-                         assumed={"policy_prompt": LEGACY_POLICY_PROMPTS[chat, kind], **ADDED_FIELDS}) as fp:
+    with open_run_folder(Path(cfg.out), config, force_new) as fp:
         return _run_questions(cfg, load, parts, fp, total)
 
 

