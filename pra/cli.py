@@ -469,6 +469,41 @@ def _add_eval_flags(p: argparse.ArgumentParser, run: bool = True) -> dict[str, a
     return groups
 
 
+# The groups of `pra label`'s and `pra train`'s flags (each LabelConfig/TrainConfig field names its group).
+CONFIG_RECIPE = ("recipe", "a training/recipes name (`pra list recipes`) or a YAML file; flags given here override "
+                           "its fields, and a flag's default is the recipe's, else the one shown")
+LABEL_GROUPS = {"recipe": CONFIG_RECIPE, "data": ("data: which questions", None),
+                "policy": ("policy: the traces", None), "teachers": ("teachers: the labels of each step", None),
+                "retrieval": ("retrieval: each step's passages", None), "engine": ("engine: how the models run", None),
+                "server": ("server (--backend openai)", None), "output": ("output", None)}
+TRAIN_GROUPS = {"recipe": CONFIG_RECIPE, "data": ("data: the labels and the prompts", None),
+                "model": ("model: the backbone and its adapter", None), "optimizer": ("optimizer", None),
+                "output": ("output", None)}
+# The LabelConfig fields `pra probe label` takes flags for (besides --benchmark and --out, required there).
+PROBE_LABEL_FIELDS = ("limit", "shard", "policy", "teachers", "judge", "retrieval", "batch_size")
+
+
+def _groups(p: argparse.ArgumentParser, titles: dict[str, tuple[str, str | None]]) -> dict[str, argparse._ArgumentGroup]:
+    return {name: p.add_argument_group(title, about) for name, (title, about) in titles.items()}
+
+
+def _add_config_flags(p: argparse.ArgumentParser, cls: type, section: str, groups: dict[str, argparse._ArgumentGroup],
+                      only: tuple[str, ...] | None = None) -> dict[str, argparse._ArgumentGroup]:
+    """`--recipe` (its ``section`` block) and the flags of ``cls``'s fields (``only`` those, when given),
+    generated from their metadata (``pra.options``) into ``groups``; each default shown is the one a
+    recipe that leaves the field out gets."""
+    from pra.options import add_flags
+
+    groups["recipe"].add_argument("--recipe", default="cpu", metavar="NAME|FILE",
+                                  help=f"a shipped recipe (cpu, cpu-goldprob, gpu) or a YAML file: its `{section}:` block")
+    skip = [f.name for f in fields(cls) if only is not None and f.name not in only]
+    added = set(add_flags(groups, cls, skip=skip, taken=set(p._option_string_actions)))
+    for action in p._actions:
+        if action.dest in added and action.help:
+            action.help = action.help.replace("(default: ", "(default: the recipe's, else ")
+    return groups
+
+
 def build_parser() -> argparse.ArgumentParser:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -527,65 +562,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_index_build)
 
     p = sub.add_parser("label", help="teacher labels for every step of policy traces on training questions (resumable)")
-    p.add_argument("--recipe", default="cpu", help="YAML file (its `label:` block) or a training/recipes name")
-    p.add_argument("--benchmark", help="training questions (medmcqa-train); evaluation sets are refused")
-    p.add_argument("--limit", type=int)
-    p.add_argument("--shard", help="i/n: this machine's share of the questions")
-    p.add_argument("--out", help="folder: traces.jsonl, labels.jsonl, label_stats.json")
-    p.add_argument("--policy")
-    p.add_argument("--backend", help="policy backend: transformers | vllm | openai")
-    p.add_argument("--base-url", dest="base_url")
-    p.add_argument("--traces", type=int, help="per question: 1 = greedy CoT, k > 1 = k sampled")
-    p.add_argument("--max-steps", dest="max_steps", type=int)
-    p.add_argument("--step-tokens", dest="step_tokens", type=int)
-    p.add_argument("--teachers", type=lambda s: s.split(","), help="comma-separated: judge, rollout, goldprob")
-    p.add_argument("--judge", help="judge model: embedded name, hub id, or the served name")
-    p.add_argument("--judge-backend", dest="judge_backend", help="transformers | vllm | openai")
-    p.add_argument("--judge-base-url", dest="judge_base_url")
-    p.add_argument("--retrieval", help="dense | bm25 | hybrid")
-    p.add_argument("--docs", type=int, help="passages per step")
-    p.add_argument("--rollouts", type=int, help="completions per partial trace")
-    p.add_argument("--rollout-steps", dest="rollout_steps", type=int)
-    p.add_argument("--batch-size", dest="batch_size", type=int)
-    p.add_argument("--seed", type=int)
-    _add_server_flags(p)
+    from training.config import LabelConfig, TrainConfig
+    groups = _add_config_flags(p, LabelConfig, "label", _groups(p, LABEL_GROUPS))
+    _add_server_flags(groups["server"])
     p.set_defaults(func=cmd_label)
 
     p = sub.add_parser("train", help="fine-tune the reward agent on teacher labels (resumable)")
-    p.add_argument("--recipe", default="cpu", help="YAML file (its `train:` block) or a training/recipes name")
-    p.add_argument("--labels", help="labels.jsonl from `pra label`")
-    p.add_argument("--out", help="folder: the agent (adapter), checkpoints/, log.jsonl, metrics.json")
-    p.add_argument("--base", help="backbone: embedded name or hub id")
-    p.add_argument("--reward-label", dest="reward_label", help="judge | rollout | soft | goldprob | goldprob_soft | evidence")
-    p.add_argument("--search-label", dest="search_label", help="always | margin")
-    p.add_argument("--full", dest="lora", action="store_false", default=None, help="full fine-tuning, not LoRA")
-    p.add_argument("--lr", type=float)
-    p.add_argument("--lora-r", dest="lora_r", type=int, help="LoRA rank")
-    p.add_argument("--lora-targets", dest="lora_targets", type=lambda v: [t for t in v.split(",") if t],
-                   help="comma-separated module names LoRA adapts, e.g. q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--max-steps", dest="max_steps", type=int, help="optimizer steps at most")
-    p.add_argument("--batch-size", dest="batch_size", type=int)
-    p.add_argument("--grad-accum", dest="grad_accum", type=int)
-    p.add_argument("--save-every", dest="save_every", type=int)
-    p.add_argument("--device", help="cpu forces the CPU; default: what the Trainer or accelerate launch picks")
-    p.add_argument("--report-to", dest="report_to", help="the Trainer's loggers: none | tensorboard | wandb")
-    p.add_argument("--seed", type=int)
+    _add_config_flags(p, TrainConfig, "train", _groups(p, TRAIN_GROUPS))
     p.set_defaults(func=cmd_train)
 
     probe = sub.add_parser("probe", help="PULSE: step error probe on hidden-state trajectories").add_subparsers(
         dest="probe_command", required=True)
     p = probe.add_parser("label", help="traces and teacher labels on an EVALUATION set, for detection metrics only")
-    p.add_argument("--recipe", default="cpu", help="YAML file (its `label:` block) or a training/recipes name")
-    p.add_argument("--benchmark", required=True, help="an evaluation set: medmcqa-eval, mmlu-med, pubmedqa, ...")
-    p.add_argument("--out", required=True, help="folder: traces.jsonl, labels.jsonl (marked purpose: detection)")
-    p.add_argument("--limit", type=int)
-    p.add_argument("--shard")
-    p.add_argument("--policy")
-    p.add_argument("--teachers", type=lambda s: s.split(","), help="comma-separated: judge, rollout, goldprob")
-    p.add_argument("--judge")
-    p.add_argument("--retrieval", help="dense | bm25 | hybrid")
-    p.add_argument("--batch-size", dest="batch_size", type=int)
+    groups = _groups(p, LABEL_GROUPS)
+    groups["data"].add_argument("--benchmark", required=True, metavar="NAME|FILE",
+                                help="an evaluation set: medmcqa-eval, mmlu-med, pubmedqa, ...")
+    groups["output"].add_argument("--out", required=True, metavar="DIR",
+                                  help="folder: traces.jsonl, labels.jsonl (marked purpose: detection)")
+    _add_config_flags(p, LabelConfig, "label", groups, only=PROBE_LABEL_FIELDS)
     p.set_defaults(func=cmd_probe_label)
     p = probe.add_parser("features", help="hidden-state trajectories and token statistics of labelled steps (resumable)")
     p.add_argument("--labels", required=True, help="labels.jsonl from `pra label` or `pra probe label`")
@@ -822,8 +816,6 @@ FLAG_HELP = {
     ("probe train", "--val-fraction"): "share of the questions held out to choose the epoch and threshold",
     ("probe eval", "--probe"): "the probe file from `pra probe train`",
     ("probe eval", "--no-baselines"): "only the probe, not the token-statistics baselines",
-    ("probe label", "--judge"): "judge model: embedded name, hub id, or the served name",
-    ("probe label", "--shard"): "i/n: this machine's share of the questions",
     "--limit": "the first N questions", "--policy": "the policy that writes the traces: embedded name, hub id or folder",
     "--base-url": "the OpenAI-compatible server for --backend openai", "--max-steps": "steps per trace at most",
     "--step-tokens": "new tokens per step at most", "--judge-base-url": "the server for --judge-backend openai",
@@ -833,32 +825,13 @@ FLAG_HELP = {
 }
 
 
-def _config_of(verb: str):
-    """The dataclass whose defaults a verb's flags fall back to (after its recipe)."""
-    if verb in ("label", "probe label"):
-        from training.config import LabelConfig
-        return LabelConfig
-    if verb == "train":
-        from training.config import TrainConfig
-        return TrainConfig
-    return None
-
-
 def _document(parser: argparse.ArgumentParser, path: str = "") -> None:
-    """Give every verb (and sub-verb) its description and examples from VERB_DOCS, every flag help
-    (FLAG_HELP), and label/train flags their defaults (the recipe's, else the config's)."""
-    config = _config_of(path)
-    defaults = {f.name: f.default for f in fields(config)} if config else {}
+    """Give every verb (and sub-verb) its description and examples from VERB_DOCS and every flag help
+    (FLAG_HELP)."""
     for action in parser._actions:
         if not action.help and action.dest != "help":
             name = action.option_strings[0] if action.option_strings else action.dest
             action.help = FLAG_HELP.get((path, name)) or FLAG_HELP.get(name)
-        if action.dest in defaults and action.option_strings and action.default is None and action.help \
-                and "default" not in action.help:
-            value = defaults[action.dest]
-            shown = value if isinstance(value, (int, float, str)) else None
-            if shown is not None and not isinstance(value, bool):
-                action.help += f" (default: the recipe's, else {shown})".replace("%", "%%")
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 key = f"{path} {name}".strip()
