@@ -138,14 +138,3 @@ def policy_prompt_id(chat: bool, kind: str) -> str:
     after = DIRECT_PREFIX if kind == "direct" else steps_prefix(["One step."], 2) + forced_answer_suffix(["One step."])
     text = json.dumps([[m.role, m.content] for m in messages] + [after])
     return ("chat-" if chat else "base-") + hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-# The policy prompt's id (``policy_prompt_id``) that run folders and label sets written before their
-# configs held one were made with, by chat template and prompt kind: one worked example (scurvy, C) for
-# base models.
-LEGACY_POLICY_PROMPTS = {
-    (True, "direct"): "chat-e234f1a88150", (True, "steps"): "chat-f3f131e31279",
-    (True, "docs"): "chat-f30414e82ea1", (True, "examples"): "chat-580cc7c69e60",
-    (False, "direct"): "base-a704934fa996", (False, "steps"): "base-1c418ddc373f",
-    (False, "docs"): "base-2aaba42f5026", (False, "examples"): "base-d0b65639ab58",
-}

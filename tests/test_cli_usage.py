@@ -224,14 +224,13 @@ def test_dtype_and_engine_args_reach_the_backend_and_the_fingerprint(tmp_path, m
     assert bf16["dtype"] == "bfloat16" and bf16["engine_args"]["attn_implementation"] == "sdpa"
     fp = lambda run: {json.loads(line)["fingerprint"] for line in (tmp_path / run / "records.jsonl").read_text().splitlines()}
     assert fp("bf16") != fp("plain") and len(fp("bf16")) == 1
-    # A run without engine options keeps the fingerprint it had before the fields existed.
-    from eval.run import ADDED_FIELDS
+    # Engine options left unset add nothing to the fingerprint (pra.resume.flat); set, they are in it.
     from eval.run_folder import settings
-    assert not set(ADDED_FIELDS) & set(settings(plain, assumed=ADDED_FIELDS))
-    assert {"dtype", "engine_args.attn_implementation"} <= set(settings(bf16, assumed=ADDED_FIELDS))
+    assert not {"dtype", "device"} & set(settings(plain)) and not any(k.startswith("engine_args") for k in settings(plain))
+    assert {"dtype", "engine_args.attn_implementation"} <= set(settings(bf16))
     # Resuming the bf16 folder without --dtype is refused, naming the field.
     assert run_cli([*common, "--out", str(tmp_path / "bf16")]) == 2
-    assert "dtype ('bfloat16' -> None)" in capsys.readouterr().err
+    assert "dtype ('bfloat16' -> 'not set')" in capsys.readouterr().err
 
 
 def test_vllm_gets_dtype_and_engine_args_and_lm_eval_spellings_work(monkeypatch):

@@ -78,13 +78,12 @@ def test_tiny_labelling_run_is_resumable(smollm2, bm25, tmp_path):
     assert smollm2.stats.calls == calls and len(list(read_records(labels))) == len(first)
     with pytest.raises(ValueError, match="other settings"):
         run_label(replace(cfg, rollouts=3), policy=smollm2, retriever=bm25)
-    # The policy prompt its teachers read is recorded; a label set from before that resumes while its
-    # prompt (LEGACY_POLICY_PROMPTS) holds, and one made with another prompt is refused.
+    # The policy prompt its teachers read is recorded with the settings' fingerprint; a label set made
+    # with another prompt is refused.
     settings = tmp_path / "label_config.json"
     recorded = json.loads(settings.read_text())
     assert recorded["policy_prompt"] == {k: policy_prompt_id(True, k) for k in ("steps", "docs")}
-    settings.write_text(json.dumps({k: v for k, v in recorded.items() if k != "policy_prompt"}))
-    assert run_label(cfg, policy=smollm2, retriever=bm25) == stats and smollm2.stats.calls == calls
+    assert len(recorded["fingerprint"]) == 16
     settings.write_text(json.dumps({**recorded, "policy_prompt": {"steps": "chat-0", "docs": "chat-0"}}))
     with pytest.raises(ValueError, match=r"other settings: they differ in policy_prompt.docs \(.*policy_prompt.steps"):
         run_label(cfg, policy=smollm2, retriever=bm25)

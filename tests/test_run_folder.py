@@ -5,14 +5,13 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 
 from eval.merge import merge_shards
 from eval.report.runs import load_run
-from eval import run as run_module
 from eval.run import EvalConfig, run_eval
 from eval.run_folder import differences, fingerprint
 from pra.errors import UserError
@@ -45,42 +44,18 @@ def test_fingerprint_leaves_out_what_the_method_never_reads():
     assert fingerprint({**cot, "method": "sc"}) != fingerprint({**cot, "method": "sc", "samples": 8})
 
 
-def test_a_folder_fingerprinted_with_every_field_resumes_after_a_new_default_agent(smollm2, tmp_path):
-    """Folders written before fingerprints left out unread fields: a CoT run made when another agent was
-    the default resumes, its records restamped and kept, and takes no new setting it would read."""
+def test_a_folder_made_with_another_policy_prompt_is_refused_naming_it(smollm2, tmp_path):
+    """Configs name the policy prompt's id (``pra.prompts.policy_prompt_id``); it is not hashed into the
+    fingerprint (``pra.resume.DERIVED``) but a folder whose config names another prompt is refused."""
     out = tmp_path / "run"
     run_eval(direct(out), policy=smollm2)
     config = json.loads((out / "config.json").read_text())
-    legacy = fingerprint({**config, "reward_agent": "an-earlier-default"}, every_field=True)
-    (out / "config.json").write_text(json.dumps({**config, "reward_agent": "an-earlier-default", "fingerprint": legacy}))
-    records = [{**r, "fingerprint": legacy} for r in read_records(out / "records.jsonl")]
-    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    summary = run_eval(direct(out, limit=3), policy=smollm2)
-    after = list(read_records(out / "records.jsonl"))
-    assert summary["n"] == 3 and [r["id"] for r in after[:2]] == [r["id"] for r in records]
-    assert {r["fingerprint"] for r in after} == {summary["fingerprint"]} != {legacy}
-    with pytest.raises(UserError, match=r"differ in policy"):      # a setting it reads is still refused
-        run_eval(replace(direct(out), policy="gemma3-270m"))
-
-
-def test_a_folder_made_before_configs_held_the_prompt_resumes_only_while_its_prompt_holds(smollm2, tmp_path,
-                                                                                         monkeypatch):
-    """Configs name the policy prompt's id (``pra.prompts.policy_prompt_id``); a folder written before
-    they did was made with ``LEGACY_POLICY_PROMPTS``: it resumes with its records untouched while the
-    prompt is that one, and is refused, naming the prompt, once the prompt has changed."""
-    out = tmp_path / "run"
-    run_eval(direct(out), policy=smollm2)
-    config = json.loads((out / "config.json").read_text())
-    assert config["policy_prompt"] == run_module.LEGACY_POLICY_PROMPTS[True, "direct"]
-    del config["policy_prompt"]
-    (out / "config.json").write_text(json.dumps(config))
-    before = (out / "records.jsonl").read_text()
-    assert run_eval(direct(out, limit=3), policy=smollm2)["fingerprint"] == config["fingerprint"]
-    assert (out / "records.jsonl").read_text().startswith(before)            # kept, not restamped
-    (out / "config.json").write_text(json.dumps(config))
-    monkeypatch.setitem(run_module.LEGACY_POLICY_PROMPTS, (True, "direct"), "chat-an0ld0ne0000")
+    assert config["policy_prompt"].startswith("chat-")
+    (out / "config.json").write_text(json.dumps({**config, "policy_prompt": "chat-an0ld0ne0000"}))
     with pytest.raises(UserError, match=r"differ in policy_prompt \('chat-an0ld0ne0000' -> 'chat-"):
         run_eval(direct(out, limit=3), policy=smollm2)
+    (out / "config.json").write_text(json.dumps(config))
+    assert run_eval(direct(out, limit=3), policy=smollm2)["fingerprint"] == config["fingerprint"]
 
 
 def test_rerun_with_other_settings_is_refused_and_force_new_sets_aside(smollm2, tmp_path):
@@ -178,11 +153,49 @@ def test_the_fingerprint_leaves_out_the_settings_the_method_table_says_a_method_
 def test_one_refusal_for_run_folders_label_sets_and_training_runs(tmp_path):
     """pra.resume: the settings compared flat (a block's fields one by one), pacing fields skipped, a
     field missing on one side equal to None on the other; the message names each difference."""
-    from pra.resume import check_same
+    from pra.resume import check, fingerprint
 
     old = {"policy": "p", "limit": 5, "policy_prompt": {"steps": "a", "docs": "b"}, "goldprob_dtype": None}
-    check_same(tmp_path, "labels", old, {**old, "limit": 9}, skip={"limit"})
-    check_same(tmp_path, "labels", {k: v for k, v in old.items() if k != "goldprob_dtype"}, old)
+    old["fingerprint"] = fingerprint(old, {"limit"})
+    assert check(tmp_path, "labels", old, {**old, "limit": 9}, skip={"limit"}) == old["fingerprint"]
+    check(tmp_path, "labels", {k: v for k, v in old.items() if k != "goldprob_dtype"}, old, skip={"limit"})
     with pytest.raises(UserError, match=r"holds labels made with other settings: they differ in "
                                         r"policy_prompt\.docs \('b' -> 'c'\); resume with the same settings"):
-        check_same(tmp_path, "labels", old, {**old, "policy_prompt": {"steps": "a", "docs": "c"}})
+        check(tmp_path, "labels", old, {**old, "policy_prompt": {"steps": "a", "docs": "c"}}, skip={"limit"})
+
+
+def test_a_changed_setting_is_refused_alike_in_run_folders_label_sets_and_training_runs(tmp_path):
+    """Run folders, label sets and training runs keep their settings' fingerprint beside them and refuse
+    other settings with the one message of ``pra.resume.refuse``, naming the setting."""
+    from eval.run_folder import open_run_folder
+    from training.config import LabelConfig, TrainConfig
+    from training.label import _check_settings
+    from training.train import check_run
+
+    shape = (r"^{folder} holds {holds} made with other settings: they differ in {name} \({old} -> {new}\); "
+             r"resume with the same settings, use another --out")
+    run = {"method": "cot", "policy": "p", "out": str(tmp_path / "run"), "search": {"beam_width": 1}}
+    with open_run_folder(tmp_path / "run", run) as fp:
+        (tmp_path / "run" / "records.jsonl").write_text(json.dumps({"id": "q1", "fingerprint": fp}) + "\n")
+    with pytest.raises(UserError, match=shape.format(folder=tmp_path / "run", holds="records", name="policy",
+                                                    old="'p'", new="'q'") + ", or --force-new"):
+        with open_run_folder(tmp_path / "run", {**run, "policy": "q"}):
+            pass
+
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    _check_settings(labels / "label_config.json", LabelConfig(out=str(labels)), "training", chat=True)
+    kept = json.loads((labels / "label_config.json").read_text())
+    assert kept["fingerprint"] and kept["policy_prompt"]
+    _check_settings(labels / "label_config.json", LabelConfig(out=str(labels), limit=5), "training", chat=True)
+    with pytest.raises(UserError, match=shape.format(folder=labels, holds="labels", name="rollouts", old="4", new="3")):
+        _check_settings(labels / "label_config.json", LabelConfig(out=str(labels), rollouts=3), "training", chat=True)
+
+    agent = tmp_path / "agent"
+    record = {**asdict(TrainConfig(out=str(agent))), "train_examples": 10}
+    check_run(agent, record)
+    assert json.loads((agent / "training_args.json").read_text())["fingerprint"]
+    check_run(agent, record)
+    with pytest.raises(UserError, match=shape.format(folder=agent, holds="a training run", name="lr",
+                                                    old="3e-05", new="0.001")):
+        check_run(agent, {**record, "lr": 1e-3})

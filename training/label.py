@@ -31,19 +31,18 @@ from tqdm import tqdm
 from pra.benchmarks import EVAL_BENCHMARKS, load_benchmark, load_eval_benchmark, parse_shard
 from pra.backends import load_policy
 from pra.backends.base import LMBackend
-from pra.prompts import (LEGACY_POLICY_PROMPTS, forced_answer_suffix, format_documents, format_question,
-                         policy_messages, policy_prompt_id, steps_prefix)
+from pra.prompts import (forced_answer_suffix, format_documents, format_question, policy_messages, policy_prompt_id,
+                         steps_prefix)
 from pra.readouts import Prompt, read_letters
 from pra.records import JsonlWriter, read_records
 from pra.redact import redact_config
-from pra.resume import check_same
+from pra.resume import check
 from pra.steps import extract_answer
 from pra.types import Message, Question, Step
 from search.engine import Candidate, Engine, SearchConfig, Trace, search_query
-from training.config import LabelConfig
+from training.config import TEACHERS, LabelConfig
 from pra.errors import UserError
 
-TEACHERS = ("judge", "rollout", "goldprob")
 LABEL_KEYS = {"judge": "judge_label", "rollout": "rollout_label", "goldprob": "goldprob_label"}
 SHIFTS = {"judge": "dm", "goldprob": "goldprob_dm"}     # each teacher's margin shift, for search labels
 JUDGE_SYSTEM = "You are a medical expert who grades students' reasoning strictly."
@@ -325,9 +324,10 @@ def goldprob_reader(cfg: LabelConfig, policy: LMBackend) -> LMBackend:
     return _backend(cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size, cfg.goldprob_dtype)
 
 
-# Settings that choose the questions or pace the work; a resumed run may change them, not the others.
-PACING = {"limit", "shard", "batch_size", "max_active", "chunk"}
-# What label_config.json holds beside the LabelConfig fields.
+# Settings that choose the questions, pace the work or say where it goes; a resumed run may change them,
+# not the others (they are left out of the label set's fingerprint).
+PACING = {"out", "limit", "shard", "batch_size", "max_active", "chunk"}
+# What label_config.json holds beside the LabelConfig fields (and the fingerprint).
 RECORDED = ("purpose", "policy_prompt")
 # The policy's prompts a label set's teachers read: its traces' steps, and the steps after passages.
 LABEL_PROMPT_KINDS = ("steps", "docs")
@@ -335,17 +335,15 @@ LABEL_PROMPT_KINDS = ("steps", "docs")
 
 def _check_settings(path: Path, cfg: LabelConfig, purpose: str, chat: bool) -> None:
     """Refuse to resume with other labelling settings or another policy prompt (``chat``: whether the
-    policy has a chat template): the file would mix two kinds of label. A label set written before its
-    config held the prompt was made with ``LEGACY_POLICY_PROMPTS``. Labels of evaluation sets carry
-    ``purpose: detection``, which probe training refuses."""
+    policy has a chat template): the file would mix two kinds of label (``pra.resume.check``, the rule of
+    run folders and training runs). label_config.json keeps the settings and their fingerprint. Labels of
+    evaluation sets carry ``purpose: detection``, which probe training refuses."""
     prompts = {kind: policy_prompt_id(chat, kind) for kind in LABEL_PROMPT_KINDS}
     now = redact_config({**({"purpose": purpose} if purpose == "detection" else {}), **json.loads(json.dumps(asdict(cfg))),
                          "policy_prompt": prompts})     # server URLs stored without credentials
-    if path.exists():
-        old = {"policy_prompt": {kind: LEGACY_POLICY_PROMPTS[chat, kind] for kind in LABEL_PROMPT_KINDS},
-               **json.loads(path.read_text())}
-        check_same(path.parent, "labels", old, now, skip=PACING)
-    path.write_text(json.dumps(now, indent=2))
+    old = json.loads(path.read_text()) if path.exists() else None
+    fp = check(path.parent, "labels", old, now, skip=PACING)
+    path.write_text(json.dumps({**now, "fingerprint": fp}, indent=2))
 
 
 def run_label(cfg: LabelConfig, policy: LMBackend | None = None, judge: LMBackend | None = None,

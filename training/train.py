@@ -31,7 +31,7 @@ import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from pra.records import JsonlWriter, read_records
-from pra.resume import check_same
+from pra.resume import check
 from pra.reward_agent import PROMPT_RECORD, RewardAgent
 from training.config import TrainConfig
 from training.dataset import EARLIER_REWARDS, Example, encode, load_examples, split_by_question
@@ -192,6 +192,23 @@ def optimizer_steps(cfg: TrainConfig, examples: int, world_size: int) -> int:
     return min(per_epoch * cfg.epochs, cfg.max_steps) if cfg.max_steps else per_epoch * cfg.epochs
 
 
+# Where a training run writes: not part of its fingerprint (training_args.json), so a run folder moved
+# elsewhere resumes.
+WHERE = ("out",)
+
+
+def check_run(run: Path, record: dict[str, Any]) -> None:
+    """Refuse to resume ``run`` unless its settings and what the data gave (examples, steps) are the
+    same (``pra.resume.check``, the rule of run folders and label sets); keep them in training_args.json
+    with their fingerprint."""
+    previous = run / "training_args.json"
+    old = json.loads(previous.read_text()) if previous.exists() else None
+    record = json.loads(json.dumps(record))
+    fp = check(run, "a training run", old, record, skip=WHERE)
+    run.mkdir(parents=True, exist_ok=True)
+    previous.write_text(json.dumps({**record, "fingerprint": fp}, indent=2))
+
+
 def train(cfg: TrainConfig) -> dict[str, Any] | None:
     """Train (or resume training) the reward agent into ``cfg.out``; returns ``metrics.json`` (None on
     the other processes of a multi-process launch)."""
@@ -218,12 +235,8 @@ def train(cfg: TrainConfig) -> dict[str, Any] | None:
     record = {**asdict(cfg), "train_examples": len(kept), "dropped_too_long": len(encoded) - len(kept),
               "val_examples": len(val_set), "val_questions": len({e.question_id for e in val_set}),
               "optimizer_steps": steps, "effective_batch": cfg.batch_size * cfg.grad_accum * args.world_size}
-    previous = run / "training_args.json"
     if args.process_index == 0:
-        if previous.exists():       # the settings and what the data gave (examples, steps) must be the same
-            check_same(run, "a training run", json.loads(previous.read_text()), json.loads(json.dumps(record)))
-        run.mkdir(parents=True, exist_ok=True)
-        previous.write_text(json.dumps(record, indent=2))
+        check_run(run, record)
 
     model = backend.model = with_adapter(backend.model, cfg)
     log = JsonlWriter(run / "log.jsonl")
