@@ -99,6 +99,19 @@ def test_prefix_reuse_computes_a_shared_prompt_once(small):
     assert small.stats.prompt_tokens - before <= 6           # only the tokens after the shared prefix
     for k in cold:
         assert abs(cold[k] - warm[k]) < 0.05, (cold, warm)
+    small.share_prefix = False                               # the naive cost (pra perf engine): all again
+    try:
+        before = small.stats.prompt_tokens
+        naive = small.choice_logprobs([base + "The answer is ("], [list("ABCD")])[0]
+        assert small.stats.prompt_tokens - before == small.prompt_tokens(base + "The answer is (")
+    finally:
+        small.share_prefix = True
+    small.clear_prefix_cache()                               # forgotten: the next call starts cold
+    before = small.stats.prompt_tokens
+    small.choice_logprobs([base + "The answer is ("], [list("ABCD")])
+    assert small.stats.prompt_tokens - before == small.prompt_tokens(base + "The answer is (")
+    for k in cold:
+        assert abs(cold[k] - naive[k]) < 0.05, (cold, naive)
 
 
 @pytest.mark.parametrize("dtype, nats, words", [("float32", 0.15, 4), ("int8", 0.2, 4)])

@@ -117,7 +117,7 @@ def validate(agent: RewardAgent, examples: list[Example]) -> dict[str, Any]:
     model = agent.backend.model
     training = model.training
     model.eval()
-    agent.backend.prefix_cache.clear()
+    agent.backend.clear_prefix_cache()
     readouts = agent_readouts(agent, examples)
     model.train(training)
     return step_metrics(examples, readouts)

@@ -1,7 +1,8 @@
-"""Engine benchmark: ``python -m eval.perf.engine``.
+"""Engine benchmark: ``pra perf engine`` (``--model`` and ``--backend`` for other sizes and paths:
+``--model qwen2.5-coder-0.5b-instruct --backend llamacpp``).
 
-From one run on 16 medmcqa-eval questions (B=2, b=4, at most 3 steps, greedy, SmolLM2 as policy and as
-untrained reward agent, never-search so that policy and scoring dominate):
+From one run on 16 medmcqa-eval questions (B=2, b=4, at most 3 steps, greedy, the model as policy and as
+untrained reward agent on the same backend, never-search so that policy and scoring dominate):
   1. the stage-batched queue against the same engine fed one question at a time (same answers?);
   2. the batched run without prefix caching (every prompt computed from its first token);
   3. prefix-reused reward scoring against naive scoring, replaying the scoring requests of a sampled run
@@ -16,8 +17,8 @@ import resource
 import time
 from dataclasses import replace
 
+from pra.backends import load_policy
 from pra.benchmarks import load_eval_benchmark
-from pra.backends.transformers_backend import TransformersBackend
 from pra.reward_agent import RewardAgent
 from search.controllers import Never
 from search.engine import Engine, SearchConfig, Trace
@@ -38,7 +39,7 @@ class Recording(RewardAgent):
 def timed_run(engine: Engine, questions, max_active: int) -> tuple[float, dict]:
     backends = {id(engine.policy): engine.policy, id(engine.reward_agent.backend): engine.reward_agent.backend}
     for b in backends.values():      # each run starts cold: no prefix cached by the run before
-        b.prefix_cache.clear()
+        b.clear_prefix_cache()
     before = sum(b.stats.seconds for b in backends.values())
     start = time.perf_counter()
     answers = {t.question.id: t.prediction for t in engine.run([Trace(q) for q in questions], max_active=max_active)}
@@ -51,9 +52,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--questions", type=int, default=16)
     ap.add_argument("--model", default="smollm2-135m-instruct")
+    ap.add_argument("--backend", default="transformers", choices=("transformers", "llamacpp"))
     args = ap.parse_args()
     questions = load_eval_benchmark("medmcqa-eval", limit=args.questions).questions
-    backend = TransformersBackend(args.model, batch_size=64, dtype="float32")  # exact: answers compared
+    options = {"batch_size": 64, "dtype": "float32"} if args.backend == "transformers" else {}  # exact: answers compared
+    backend = load_policy(args.model, backend=args.backend, **options)
     agent = Recording(backend)
     config = SearchConfig(beam_width=2, branching=4, max_steps=3, step_tokens=32, temperature=0.0)
     engine = Engine(backend, config, reward_agent=agent, controller=Never())
@@ -81,7 +84,7 @@ def main() -> None:
 
     def score_time(share: bool) -> float:
         backend.share_prefix = share
-        backend.prefix_cache.clear()
+        backend.clear_prefix_cache()
         start = time.perf_counter()
         for s in range(0, len(requests), 64):
             agent.score(requests[s:s + 64])

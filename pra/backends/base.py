@@ -61,6 +61,10 @@ class LMBackend(ABC):
         """How many tokens ``prompt`` takes, where the backend can tell (to check it fits the context)."""
         return None
 
+    def clear_prefix_cache(self) -> None:
+        """Forget the prompt prefixes kept for reuse, so that the next call starts cold (benchmarks);
+        a backend that keeps none has nothing to forget."""
+
     @abstractmethod
     def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
         """One prompt string: the chat (template or plain text) followed by the assistant's text so far."""

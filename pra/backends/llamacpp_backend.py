@@ -50,10 +50,11 @@ class _Seq:
 
 class LlamaCppBackend(LMBackend):
     def __init__(self, model: str, n_ctx: int = 32768, max_seqs: int = 64, n_batch: int = 512,
-                 threads: int | None = None, adapter: str | None = None):
+                 threads: int | None = None, adapter: str | None = None, share_prefix: bool = True):
         """``model``: an embedded name with a GGUF (see ``pra models``) or a path to a ``.gguf`` file.
         ``n_ctx`` is the KV cache's size in tokens, shared by all sequences; ``max_seqs`` the most
-        sequences held at once (prompts, samples and the previous call's prefixes)."""
+        sequences held at once (prompts, samples and the previous call's prefixes). ``share_prefix``
+        False computes every prompt from its first token: the naive cost, for benchmarks."""
         try:
             import llama_cpp as ll
         except ImportError as err:
@@ -87,6 +88,7 @@ class LlamaCppBackend(LMBackend):
         self.n_ctx, self.max_seqs, self.n_batch = n_ctx, max_seqs, n_batch
         self._batch = ll.llama_batch_init(n_batch, 0, 1)
         self.context_window = ll.llama_model_n_ctx_train(self._model)
+        self.share_prefix = share_prefix
         self._held: list[_Seq] = []          # the previous call's sequences, kept as prefixes to reuse
         self._free = list(range(max_seqs))
         self._ends = {t for t in range(self.n_vocab) if ll.llama_vocab_is_eog(self._vocab, t)} | \
@@ -114,6 +116,10 @@ class LlamaCppBackend(LMBackend):
         return len(self._tokens(prompt))
 
     # -- the KV cache -------------------------------------------------------------------------------
+
+    def clear_prefix_cache(self) -> None:
+        self._drop(self._held)
+        self._held = []
 
     def _new_seq(self) -> _Seq:
         if not self._free:
@@ -160,8 +166,8 @@ class LlamaCppBackend(LMBackend):
             if tuple(row) in distinct:
                 continue
             seq = distinct[tuple(row)] = self._new_seq()
-            src, n = max(((h, _common(h.tokens, row)) for h in self._held + leaders), key=lambda x: x[1],
-                         default=(None, 0))
+            sources = self._held + leaders if self.share_prefix else []
+            src, n = max(((h, _common(h.tokens, row)) for h in sources), key=lambda x: x[1], default=(None, 0))
             n = min(n, len(row) - 1)
             plan.append((seq, row, src if n else None, n))
             if not n or src in self._held:

@@ -43,6 +43,9 @@ class TransformersBackend(LMBackend):
         self._ends = {*(model_eos if isinstance(model_eos, list) else [model_eos]),
                       self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
 
+    def clear_prefix_cache(self) -> None:
+        self.prefix_cache.clear()
+
     @property
     def device(self) -> torch.device:
         return self.model.device
