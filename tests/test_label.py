@@ -87,3 +87,12 @@ def test_tiny_labelling_run_is_resumable(smollm2, bm25, tmp_path):
     settings.write_text(json.dumps({**recorded, "policy_prompt": {"steps": "chat-0", "docs": "chat-0"}}))
     with pytest.raises(ValueError, match=r"other settings: they differ in policy_prompt.docs \(.*policy_prompt.steps"):
         run_label(cfg, policy=smollm2, retriever=bm25)
+
+
+def test_the_flags_choices_are_what_training_and_retrieval_read():
+    from eval.checks import RETRIEVAL_MODES
+    from training import config
+    from training.dataset import REWARD_LABELS, SEARCH_LABELS
+
+    assert config.REWARD_LABEL_NAMES == tuple(REWARD_LABELS) and config.SEARCH_LABEL_NAMES == tuple(SEARCH_LABELS)
+    assert config.RETRIEVAL_MODES == RETRIEVAL_MODES

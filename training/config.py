@@ -23,19 +23,13 @@ def _backends() -> tuple[str, ...]:
     return tuple(BACKENDS)
 
 
-def _retrieval_modes() -> tuple[str, ...]:
-    from eval.checks import RETRIEVAL_MODES
-    return RETRIEVAL_MODES
+RETRIEVAL_MODES = ("dense", "bm25", "hybrid")       # corpora.retrieval.load_retriever's modes
 
 
-def _reward_labels() -> tuple[str, ...]:
-    from training.dataset import REWARD_LABELS
-    return tuple(REWARD_LABELS)
-
-
-def _search_labels() -> tuple[str, ...]:
-    from training.dataset import SEARCH_LABELS
-    return SEARCH_LABELS
+# What training.dataset reads as the reward and search targets (its REWARD_LABELS and SEARCH_LABELS,
+# which import this module; tests/test_label.py keeps them equal).
+REWARD_LABEL_NAMES = ("judge", "rollout", "soft", "goldprob", "goldprob_soft", "evidence")
+SEARCH_LABEL_NAMES = ("always", "margin")
 
 
 def comma_list(text: str) -> list[str]:
@@ -86,7 +80,7 @@ class LabelConfig:
                                         help="the server for --judge-backend openai")
     corpus: str = option("medcorp-mini", group="retrieval", metavar="NAME|DIR",
                          help="the passages retrieved from (`pra list corpora`)")
-    retrieval: str = option("dense", group="retrieval", choices=_retrieval_modes,
+    retrieval: str = option("dense", group="retrieval", choices=RETRIEVAL_MODES,
                             help="dense (FAISS) | bm25 | hybrid (both, fused)")
     docs: int = option(2, group="retrieval",
                        help="passages per step (the judge's evidence; training prompts' documents)")
@@ -112,10 +106,10 @@ class TrainConfig:
                       help="folder: the agent (adapter), checkpoints/, log.jsonl, metrics.json, training_args.json")
     base: str = option("smollm2-135m-instruct", group="model", metavar="MODEL",
                        help="backbone: registry name or hub id (what the adapter records as its base)")
-    reward_label: str = option("judge", group="data", choices=_reward_labels,
+    reward_label: str = option("judge", group="data", choices=REWARD_LABEL_NAMES,
                                help="the reward target: judge | rollout | soft (the rollout share as a soft "
                                     "target) | goldprob | goldprob_soft | evidence")
-    search_label: str = option("always", group="data", choices=_search_labels,
+    search_label: str = option("always", group="data", choices=SEARCH_LABEL_NAMES,
                                help="always (the paper's main setting) | margin (median |dm|, judge's or goldprob's)")
     always_without_docs: bool = option(True, group="data", flag="--only-with-docs", action="store_false",
                                        show_default=None,
