@@ -85,6 +85,8 @@ def _names(cfg: "EvalConfig", loaded: frozenset[str]) -> list[str]:
         if getattr(cfg, field, None) and cfg.backend not in backends:
             problems.append(f"{flag(field) if field != 'engine_args' else '--engine-arg'} ({field}) applies to "
                             f"--backend {' or '.join(backends)}, not {cfg.backend}")
+    if cfg.agent_dtype and cfg.agent_backend != "transformers":
+        problems.append(f"--agent-dtype applies to --agent-backend transformers, not {cfg.agent_backend}")
     if cfg.dtype == "int8" and cfg.backend == "vllm":
         problems.append("--dtype int8 (torch dynamic quantization) is for --backend transformers; vLLM takes "
                         "float32, bfloat16 or float16")

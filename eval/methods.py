@@ -51,7 +51,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            "engine", "greedy", "examples", "nothing", STEPS | READOUT | {"qwc_pool", "qwc_k"}),
     Method("pra", "process reward agent beam search: B x b candidates a step, scored, searched, pruned",
            "--reward-agent, --search, --beam-width, --branching", "engine", "search", "steps", "search",
-           frozenset({ALL_SEARCH, "reward_agent", "agent_backend", "agent_base_url", "search_controller",
+           frozenset({ALL_SEARCH, "reward_agent", "agent_backend", "agent_dtype", "agent_base_url", "search_controller",
                       "corpus", "retrieval"})),
     # PULSE decoding retrieves with BM25 and forces its own readout.
     Method("pulse-front", "PULSE: a hidden-state probe flags a step; retrieve before it and regenerate",

@@ -117,6 +117,10 @@ class EvalConfig:
     agent_backend: str = option("transformers", group="agent", choices=_backends,
                                 help="the reward agent's backend; openai: --reward-agent is the served name")
     agent_base_url: str | None = option(None, group="agent", metavar="URL", help="the server for --agent-backend openai")
+    agent_dtype: str | None = option(None, group="agent", choices=DTYPES, show_default="float32",
+                                     help="the reward agent's weights on --agent-backend transformers: float32 "
+                                          "(readouts are compared across candidates: bfloat16 moves them ~0.05) "
+                                          "or int8 (CPU; faster prefill, a trained LoRA agent included)")
     search_controller: str = option("always", group="search", flag="--search", type=_controller, metavar="CONTROLLER",
                                     help="when a step retrieves evidence: always | never | threshold:θ (on the agent's "
                                          "p(search)) | sample | rsus[:θ] | pulse:PROBE[:θ] (pra, pulse-front, pulse-step)")
@@ -297,7 +301,7 @@ def _reward_agent(cfg: EvalConfig):
     from pra.reward_agent import RewardAgent, load_reward_agent, shows_earlier_rewards
 
     if cfg.agent_backend == "transformers":
-        return load_reward_agent(cfg.reward_agent, batch_size=cfg.batch_size)
+        return load_reward_agent(cfg.reward_agent, batch_size=cfg.batch_size, dtype=cfg.agent_dtype or "float32")
     base, adapter = resolve_reward_agent(cfg.reward_agent)
     rewards = shows_earlier_rewards(adapter or base)      # the prompt the agent was trained with
     if cfg.agent_backend == "openai":

@@ -366,4 +366,4 @@ def int8_linear(lm):
             if isinstance(module, torch.nn.Linear) and name.rsplit(".", 1)[-1] not in kept_float}
     with warnings.catch_warnings():     # the eager-mode API is deprecated for torchao, which PyPI's CPU torch lacks
         warnings.simplefilter("ignore")
-        return quantize_dynamic(lm, spec, dtype=torch.qint8)
+        return quantize_dynamic(lm, spec, dtype=torch.qint8, inplace=True)

@@ -105,6 +105,8 @@ CASES = [
      "--engine-arg n_ctxx: the llamacpp backend takes n_ctx, max_seqs, n_batch, threads"),
     (["eval", "--method", "direct", "--backend", "vllm", "--dtype", "int8", "--sample", "2", "--out", "{tmp}/run"],
      "--dtype int8 (torch dynamic quantization) is for --backend transformers"),
+    (["eval", "--method", "pra", "--agent-backend", "llamacpp", "--agent-dtype", "int8", "--sample", "2", "--out", "{tmp}/run"],
+     "--agent-dtype applies to --agent-backend transformers, not llamacpp"),
     (["perf", "backends", "--paths", "nonsense"], "unknown path nonsense"),
     (["agent", "evaluate", "--no-such-flag"], "the following arguments are required: agent"),
     (["runs", "quality", "x"], "the following arguments are required: --judge, --out"),

@@ -143,7 +143,7 @@ def test_help_shows_groups_defaults_and_choices(capsys, monkeypatch):
                   "search: the beam and its steps", "retrieval (", "engine: how the models run", "output:"):
         assert f"\n{group}" in text, group
     assert "(default: cot)" in text and "(default: medmcqa-eval)" in text and "(default: 48)" in text
-    assert "--dtype {float32,bfloat16,float16}" in text and "--retrieval {dense,bm25,hybrid}" in text
+    assert "--dtype {float32,bfloat16,float16,int8}" in text and "--retrieval {dense,bm25,hybrid}" in text
     assert "--method {direct,cot," in text and "--permute {none,balanced,cyclic}" in text
     assert "examples:\n  pra eval --recipe demo" in text
 
