@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from eval.merge import merge_shards
-from eval.report.runs import load_run
+from eval.analysis.report.runs import load_run
 from eval.run import EvalConfig, run_eval
 from eval.run_folder import differences, fingerprint
 from pra.errors import UserError
@@ -144,7 +144,7 @@ def test_the_fingerprint_leaves_out_the_settings_the_method_table_says_a_method_
 
     pulse = {"pulse-front", "pulse-step", "ircot"}
     assert {k: set(v) for k, v in READ_BY.items() if k not in NO_EFFECT} == {
-        "reward_agent": {"pra"}, "agent_backend": {"pra"}, "search_controller": {"pra", "pulse-front", "pulse-step"},
+        "reward_agent": {"pra"}, "agent_backend": {"pra"}, "agent_dtype": {"pra"}, "search_controller": {"pra", "pulse-front", "pulse-step"},
         "samples": {"sc", "rag-sc"}, "corpus": {"rag", "rag-sc", "pra", *pulse},
         "retrieval": {"rag", "rag-sc", "pra"}, "rag_docs": {"rag", "rag-sc", *pulse},
         "qwc_pool": {"qwc"}, "qwc_k": {"qwc"}}
