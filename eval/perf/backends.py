@@ -7,7 +7,8 @@ each path in a process of its own (so that its peak memory is its own) on the sa
   decode x1        tokens/s of one greedy sequence
   decode x8        tokens/s summed over 8 sampled sequences decoded together (B x b = 8)
   direct, CoT      seconds per question of ``pra eval`` (the same seeded questions on every path)
-  PRA              seconds per question of the ``pra-qwen`` recipe (B=2, b=4), the agent on the same path
+  PRA              seconds per question of the ``pra-qwen`` recipe (B=2, b=4), the policy as its own untrained
+                   agent, on the same path or on another one (``llamacpp/transformers-int8``)
   peak memory      the process's maximum resident set
   agreement        direct letters and CoT answers against the first path's
 
@@ -84,13 +85,17 @@ def method_seconds(path: str, policy: str, method: str, n: int, parts) -> tuple[
     from eval.run import eval_config, run_eval
     from pra.records import read_records
 
-    backend, options = PATHS[path]
+    policy_path, agent_path = split_path(path)
+    backend, options = PATHS[policy_path]
+    agent_backend, agent_options = PATHS[agent_path]
     with tempfile.TemporaryDirectory() as out:
         data = {"method": method, "policy": policy, "backend": backend, "sample": n, "seed": 0, "out": out,
                 "search_controller": "never"}
         if method == "pra":
-            data = {"recipe": "pra-qwen", **data, "reward_agent": policy, "agent_backend": backend,
+            data = {"recipe": "pra-qwen", **data, "reward_agent": policy, "agent_backend": agent_backend,
                     "search_controller": "always"}
+            if agent_options.get("dtype") and agent_backend == "transformers":
+                data["agent_dtype"] = agent_options["dtype"]
         if options.get("dtype"):
             data["dtype"] = options["dtype"]
         cfg = eval_config(data, "perf")
@@ -101,15 +106,24 @@ def method_seconds(path: str, policy: str, method: str, n: int, parts) -> tuple[
     return seconds, {r["id"]: r.get("prediction") for r in records}, records
 
 
+def split_path(path: str) -> tuple[str, str]:
+    """``POLICY_PATH/AGENT_PATH`` (the agent on another path: ``llamacpp/transformers-int8``) or one
+    path for both."""
+    policy_path, _, agent_path = path.partition("/")
+    return policy_path, agent_path or policy_path
+
+
 def one_path(path: str, policy: str, n_direct: int, n_cot: int, n_pra: int) -> dict:
     """Everything measured for one path, in this process."""
     from pra.reward_agent import RewardAgent
 
+    policy_path, agent_path = split_path(path)
     start = time.perf_counter()
-    backend = load(path, policy)
+    backend = load(policy_path, policy)
     result = {"path": path, "load_seconds": time.perf_counter() - start}
     result.update(kernel_speeds(backend))
-    parts = {"policy": backend, "agent": RewardAgent(backend)}
+    agent = backend if agent_path == policy_path else load(agent_path, policy)
+    parts = {"policy": backend, "agent": RewardAgent(agent)}
     for method, n in (("direct", n_direct), ("cot", n_cot), ("pra", n_pra)):
         if n:
             result[method], result[f"{method}_answers"], records = method_seconds(path, policy, method, n, parts)
@@ -159,7 +173,8 @@ def main(argv: list[str] | None = None) -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policy", default="qwen2.5-coder-0.5b-instruct", help="an embedded GGUF model")
     ap.add_argument("--paths", default="transformers-float32,transformers-int8,llamacpp",
-                    help=f"comma-separated, the first is the reference for agreement: {', '.join(PATHS)}")
+                    help=f"comma-separated, the first is the reference for agreement: {', '.join(PATHS)}; "
+                         "POLICY/AGENT puts PRA's agent on another path (llamacpp/transformers-int8)")
     ap.add_argument("--direct", type=int, default=8, help="questions for direct")
     ap.add_argument("--cot", type=int, default=2, help="questions for CoT")
     ap.add_argument("--pra", type=int, default=1, help="questions for PRA (pra-qwen recipe)")
@@ -169,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
         print("RESULT " + json.dumps(one_path(args.one, args.policy, args.direct, args.cot, args.pra)))
         return
     paths = args.paths.split(",")
-    unknown = [p for p in paths if p not in PATHS]
+    unknown = [p for p in paths if not all(part in PATHS for part in split_path(p))]
     if unknown:
         ap.error(f"unknown path {', '.join(unknown)}; choose from {', '.join(PATHS)}")
     rows = []
@@ -191,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
 def _row(r: dict) -> str:
     def cell(key, fmt):
         return format(r[key], fmt) if key in r else "-"
-    return (f"{r['path']:22s} prefill {cell('prefill', '7.1f')} tok/s | decode x1 {cell('decode_x1', '6.1f')} | x8 "
+    return (f"{r['path']:26s} prefill {cell('prefill', '7.1f')} tok/s | decode x1 {cell('decode_x1', '6.1f')} | x8 "
             f"{cell('decode_x8', '6.1f')} tok/s | direct {cell('direct', '5.2f')} | CoT {cell('cot', '6.1f')} | PRA "
             f"{cell('pra', '6.1f')} s/q (beam decode {cell('beam_decode', '5.1f')} tok/s) | peak {r['peak_gib']:.1f} GiB "
             f"| load {r['load_seconds']:.0f} s")
@@ -208,8 +223,9 @@ def report(rows: list[dict], policy: str) -> None:
     sizes = weight_bytes(policy)
     print(f"memory bandwidth (NumPy copy, read + write): {bw:.1f} GB/s")
     for r in rows:
-        bound = bw * 1e9 / sizes[r["path"]]
-        print(f"{r['path']}: weights {sizes[r['path']] / 1e9:.2f} GB per forward pass -> single-stream decode bound "
+        size = sizes[split_path(r["path"])[0]]
+        bound = bw * 1e9 / size
+        print(f"{r['path']}: weights {size / 1e9:.2f} GB per forward pass -> single-stream decode bound "
               f"{bound:.1f} tok/s; measured {r['decode_x1']:.1f} ({r['decode_x1'] / bound:.0%} of it)"
               + (f"; inside the beam search {r['beam_decode']:.1f} tok/s = {r['beam_decode'] / r['decode_x1']:.2f}x its "
                  "single-stream decode" if "beam_decode" in r else ""))
