@@ -203,7 +203,7 @@ def _record(t: Trace, method: str) -> dict[str, Any]:
 
 def _sample(c) -> dict[str, Any]:
     """One trace of the final beam (every sample, for SC), for post-hoc re-ranking: its steps, and their
-    rewards where the reward agent scored them online (``eval.rescore`` adds them afterwards)."""
+    rewards where the reward agent scored them online (``eval.analysis.rescore`` adds them afterwards)."""
     rewards = [s.reward for s in c.steps]
     return {"answer": c.answer, "steps": c.texts,
             **({"rewards": rewards} if rewards and None not in rewards else {})}

@@ -197,9 +197,9 @@ def cmd_eval(args: argparse.Namespace) -> None:
     summary = run_eval(cfg, force_new=args.force_new)
     viewer = f"`pra show {cfg.out}` writes {Path(cfg.out) / 'viewer.html'}"
     if cfg.show:
-        from eval.viewer.page import write_page
-        from eval.viewer.terminal import print_trees
-        from eval.viewer.trees import load_trees
+        from eval.analysis.viewer.page import write_page
+        from eval.analysis.viewer.terminal import print_trees
+        from eval.analysis.viewer.trees import load_trees
 
         trees = load_trees(cfg.out)
         print_trees(trees)
@@ -227,12 +227,12 @@ def _what_next(cfg) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> None:
-    from eval.viewer.page import write_page
-    from eval.viewer.trees import load_trees
+    from eval.analysis.viewer.page import write_page
+    from eval.analysis.viewer.trees import load_trees
 
     trees = load_trees(args.run)
     if args.print:
-        from eval.viewer.terminal import print_trees
+        from eval.analysis.viewer.terminal import print_trees
         print_trees(trees)
     print(f"viewer: {write_page(trees, args.out)}")
 
@@ -353,7 +353,7 @@ def cmd_probe_train(args: argparse.Namespace) -> None:
 
 
 def cmd_probe_eval(args: argparse.Namespace) -> None:
-    from eval.pulse_detect import evaluate_detection, markdown, write_rows
+    from eval.analysis.pulse_detect import evaluate_detection, markdown, write_rows
     from pra.pulse.dataset import load_features
     from pra.pulse.probe import Probe
 
@@ -371,24 +371,24 @@ def cmd_probe_eval(args: argparse.Namespace) -> None:
 
 
 def cmd_probe_table(args: argparse.Namespace) -> None:
-    from eval.pulse_detect import load_rows, markdown
+    from eval.analysis.pulse_detect import load_rows, markdown
 
     print(markdown(load_rows(args.results)))
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from eval.report.build import ReportConfig, build_report
+    from eval.analysis.report.build import ReportConfig, build_report
 
     path = build_report(ReportConfig(args.runs, args.out, args.labels, args.first, args.quality, args.injection))
     print(f"report: {path}")
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
-    from eval.compare import compare_runs, markdown
+    from eval.analysis.compare import compare_runs, markdown
 
     warn = lambda line: print(f"pra compare: warning: {line}", file=sys.stderr)
     if args.pool:
-        from eval.compare import pool_runs
+        from eval.analysis.compare import pool_runs
         print(markdown([pool_runs(args.runs, seed=args.seed, seeds=args.seeds, allow_different=args.allow_different,
                                   warn=warn)]))
         return
@@ -617,9 +617,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="folder for report.md and the figures")
     p.add_argument("--labels", type=Path, help="labels.jsonl (or its folder) for the |dm| figures")
     p.add_argument("--first", type=int, help="only each benchmark's first N questions")
-    p.add_argument("--quality", type=Path, nargs="+", default=[], help="quality files (python -m eval.quality)")
+    p.add_argument("--quality", type=Path, nargs="+", default=[], help="quality files (python -m eval.analysis.quality)")
     p.add_argument("--injection", type=Path, nargs="+", default=[],
-                   help="error-injection results (python -m eval.inject), one column each")
+                   help="error-injection results (python -m eval.analysis.inject), one column each")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("show", help="one self-contained HTML page of a run's search trees (opens offline)")
@@ -679,11 +679,11 @@ TOOLS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
         "label-quality": ("training.label_quality", "a teacher's step labels against a rollout reference"),
     }),
     "runs": ("analyses of finished run folders", {
-        "quality": ("eval.quality", "MedTraj trajectory quality of a run's traces"),
-        "inject": ("eval.inject", "error injection: does the agent's reward drop on injected errors"),
-        "rescore": ("eval.rescore", "post-hoc rewards for a run's traces"),
+        "quality": ("eval.analysis.quality", "MedTraj trajectory quality of a run's traces"),
+        "inject": ("eval.analysis.inject", "error injection: does the agent's reward drop on injected errors"),
+        "rescore": ("eval.analysis.rescore", "post-hoc rewards for a run's traces"),
         "recall": ("eval.retrieval_recall", "retrieval recall of the gold evidence"),
-        "qwc-pool": ("eval.qwc_pool", "the scored training traces that qwc shows as examples"),
+        "qwc-pool": ("eval.analysis.qwc_pool", "the scored training traces that qwc shows as examples"),
     }),
     "corpus": ("corpora from the raw data", {
         "build": ("corpora.build", "build a passage corpus (medcorp-mini and others) from its sources"),

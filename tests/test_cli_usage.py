@@ -304,8 +304,8 @@ def test_batched_progress_counts_steps_not_questions():
 
 def test_demo_output_explains_itself(tmp_path):
     from eval.run import EvalConfig, eval_config, run_eval
-    from eval.viewer.terminal import print_trees
-    from eval.viewer.trees import load_trees
+    from eval.analysis.viewer.terminal import print_trees
+    from eval.analysis.viewer.trees import load_trees
     from search.engine import SearchConfig
 
     demo = eval_config({"recipe": "demo"})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.compare import compare_runs, markdown
+from eval.analysis.compare import compare_runs, markdown
 from eval.merge import MergeError, merge_shards
 from pra import cli
 from pra.benchmarks import content_hash, load_eval_benchmark
@@ -125,7 +125,7 @@ def test_merge_takes_an_older_shard_without_a_hash_beside_a_newer_one(tmp_path):
 def test_pool_pairs_each_benchmark_apart_and_resamples_them_together(tmp_path):
     """--pool: A1 B1 A2 B2; equal ids in two benchmarks stay two questions, and the pooled difference is
     the record-weighted mean of the pairs' differences."""
-    from eval.compare import pool_runs
+    from eval.analysis.compare import pool_runs
 
     ids = [f"q{i}" for i in range(20)]
     a1 = run_folder(tmp_path, "a1", ids, correct=lambda k: k < 10, benchmark_hash="1")

@@ -94,10 +94,10 @@ def _run(folder: Path, recs: list) -> Path:
 def test_random_records_are_shown_and_compared_or_one_user_error(tmp_path_factory, a, b):
     from rich.console import Console
 
-    from eval.compare import compare_runs, markdown
-    from eval.viewer.page import render_page
-    from eval.viewer.terminal import print_trees
-    from eval.viewer.trees import load_trees
+    from eval.analysis.compare import compare_runs, markdown
+    from eval.analysis.viewer.page import render_page
+    from eval.analysis.viewer.terminal import print_trees
+    from eval.analysis.viewer.trees import load_trees
 
     root = tmp_path_factory.mktemp("fuzz")
     run_a, run_b = _run(root / "a", a), _run(root / "b", b)

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from eval.inject import MODES, Injection, InjectionError, detected, inject, sensitivity
+from eval.analysis.inject import MODES, Injection, InjectionError, detected, inject, sensitivity
 
 STEPS = ["The patient is 45 years old with a pH of 7.2.",
          "Metabolic acidosis with a high anion gap suggests ketoacidosis.",
@@ -127,7 +127,7 @@ def test_injection_command_on_a_saved_run(tmp_path, monkeypatch):
     import json
 
     import pra.reward_agent
-    from eval.inject import main, run_injection
+    from eval.analysis.inject import main, run_injection
 
     run = saved_run(tmp_path)
     agent = WrongAnswerAgent()
@@ -150,7 +150,7 @@ def test_injection_command_on_a_saved_run(tmp_path, monkeypatch):
 
 
 def test_injection_command_skips_modes_a_trace_cannot_take(tmp_path):
-    from eval.inject import run_injection
+    from eval.analysis.inject import run_injection
     from tests.test_report import make_run
 
     run = make_run(tmp_path, "run", "cot", [True], benchmark="medqa", ids=["medqa-0"],
@@ -165,7 +165,7 @@ def test_injection_command_skips_modes_a_trace_cannot_take(tmp_path):
 
 
 def test_injection_reads_a_permuted_run_with_each_record_under_its_rotation(tmp_path):
-    from eval.inject import run_injection
+    from eval.analysis.inject import run_injection
     from pra.benchmarks import load_eval_benchmark
     from pra.selection import rotate
     from tests.test_report import make_run

@@ -11,8 +11,12 @@ Every runtime import counts, at the top of a module or inside a function; an imp
 - ``search``: the step engine, its search controllers, PULSE decoding, QWC. It stands on ``pra`` (and
   may use ``corpora``; retrievers are handed to it).
 - ``training`` and ``eval``, side by side on top: labelling and training agents (and evaluating them)
-  in one, running and analysing methods in the other. Each may import the layers below, neither the
-  other: what both need goes down to ``pra``.
+  in one, running methods in the other (the runner: config, checks, the method registry, prompt fit,
+  run folders, suites). Each may import the layers below, neither the other: what both need goes down
+  to ``pra``.
+- ``eval.analysis``, above the runner: what reads finished run folders (report, compare, quality,
+  error injection, rescoring, the viewer). It may import the runner (to read its folders as it wrote
+  them); the runner never imports it, so an analysis can change without touching how runs are made.
 
 Entry modules, which no module imports, may import any layer: ``pra/cli.py``, the one way in, and the
 tools run as ``python -m`` (a module with a ``__main__`` guard that no other module imports).
@@ -24,12 +28,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
 PACKAGES = ("pra", "corpora", "search", "training", "eval")
-# The packages each package may import (besides itself).
+ANALYSIS = "eval.analysis"      # a layer of its own inside eval, above the runner
+# The layers each layer may import (besides itself).
 ALLOWED = {"pra": set(), "corpora": {"pra"}, "search": {"pra", "corpora"},
-           "training": {"pra", "corpora", "search"}, "eval": {"pra", "corpora", "search"}}
+           "training": {"pra", "corpora", "search"}, "eval": {"pra", "corpora", "search"},
+           ANALYSIS: {"pra", "corpora", "search", "eval"}}
 # What corpora may import of pra: the plumbing, nothing of reasoning.
 CORPORA_USES = {"pra.errors", "pra.models"}
 ENTRY = {"pra.cli"}
+
+
+def layer(module: str) -> str:
+    """The layer of a module: its top-level package, or ``eval.analysis`` for that package and below."""
+    return ANALYSIS if module == ANALYSIS or module.startswith(ANALYSIS + ".") else module.split(".")[0]
 
 
 def module_files() -> dict[str, Path]:
@@ -110,6 +121,7 @@ def test_the_walk_sees_imports_inside_functions_and_skips_type_checking():
     assert "search.pulse_decoding" in targets         # inside a function; its TYPE_CHECKING import skipped
     assert "eval.run" not in {m for m, _ in GRAPH["eval.prompt_fit"]}     # only under TYPE_CHECKING
     assert "pra.cli" in entry_modules() and "eval.run" not in entry_modules()
+    assert layer("eval.analysis.report.runs") == ANALYSIS and layer("eval.run") == "eval"
 
 
 def test_no_import_cycle():
@@ -154,9 +166,9 @@ def test_no_upward_import():
     for module, deps in GRAPH.items():
         if module in entries:
             continue
-        own = module.split(".")[0]
+        own = layer(module)
         for target, line in deps:
-            other = target.split(".")[0]
+            other = layer(target)
             if other == own:
                 continue
             if other not in ALLOWED[own] or (own == "corpora" and target not in CORPORA_USES):

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from eval.compare import compare_records, mcnemar_exact
+from eval.analysis.compare import compare_records, mcnemar_exact
 from eval.letters import clustered_stderr, constant_text_stats, describe, letter_stats
 from eval.run import EvalConfig
 from pra.benchmarks import load_eval_benchmark

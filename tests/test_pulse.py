@@ -199,7 +199,7 @@ def test_youden_threshold_and_f1():
 
 
 def test_detection_evaluation_orients_baselines_on_validation():
-    from eval.pulse_detect import evaluate_detection, markdown
+    from eval.analysis.pulse_detect import evaluate_detection, markdown
 
     train, test = synthetic_table(300, 0), synthetic_table(100, 1)
     probe = train_probe(train, ProbeConfig(layers=(2, 9), max_epochs=50, patience=5))

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from eval.quality import (CRITERIA, DIGITS, JudgedTrace, QualityJudge, Scores, Weights, composite, deltas,
+from eval.analysis.quality import (CRITERIA, DIGITS, JudgedTrace, QualityJudge, Scores, Weights, composite, deltas,
                           expected_digit, marginal_contributions, score_run)
 from pra.backends.base import BackendStats, LMBackend
 from tests.test_engine import q
@@ -126,7 +126,7 @@ def test_embedded_judge_reading_matches_a_plain_forward_pass(smollm2, tmp_path):
     distribution over the ten digits, as a forward pass without any cache computes it."""
     import torch
 
-    from eval.quality import main
+    from eval.analysis.quality import main
 
     judge = QualityJudge(smollm2)
     good = JudgedTrace(q(0), ("Option b follows from the question.", "The answer is (B)."), "B")

@@ -92,7 +92,7 @@ def test_qwc_on_smollm2_with_the_shipped_pool(smollm2, tmp_path):
 
 def test_pool_command_judges_training_traces(tmp_path):
     from pra.benchmarks import load_benchmark
-    from eval.qwc_pool import build_pool
+    from eval.analysis.qwc_pool import build_pool
     from tests.test_quality import StepCountJudge
 
     a, b = load_benchmark("medmcqa-train", limit=2).questions

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from eval.report.build import ReportConfig, build_report
-from eval.report.figures import pareto, samples_figure, tradeoff_figure, vote_curve
-from eval.report.margins import by_difficulty, by_position, load_labels, margin_figures
-from eval.report.posthoc import pick, posthoc_accuracy
-from eval.report.runs import RunError, load_run, load_runs
-from eval.report.tables import against_baselines, agent_by_search, backbone_swap, methods_by_benchmark, reward_level
+from eval.analysis.report.build import ReportConfig, build_report
+from eval.analysis.report.figures import pareto, samples_figure, tradeoff_figure, vote_curve
+from eval.analysis.report.margins import by_difficulty, by_position, load_labels, margin_figures
+from eval.analysis.report.posthoc import pick, posthoc_accuracy
+from eval.analysis.report.runs import RunError, load_run, load_runs
+from eval.analysis.report.tables import against_baselines, agent_by_search, backbone_swap, methods_by_benchmark, reward_level
 from search.aggregation import aggregate_rewards
 
 
@@ -269,7 +269,7 @@ def quality_line(i: int, composite: float, coherence: float, run: str = "runs/a"
 
 
 def test_quality_section_means_and_standard_errors(tmp_path):
-    from eval.report.quality import quality_section
+    from eval.analysis.report.quality import quality_section
 
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_text("".join(json.dumps(quality_line(i, c, h)) + "\n" for i, (c, h) in enumerate([(0.2, 0.3), (0.6, 0.5)])))
@@ -279,7 +279,7 @@ def test_quality_section_means_and_standard_errors(tmp_path):
     assert ("| `runs/a` | p | cot | j | 2 | 0.400 ± 0.200 | 0.400 ± 0.100 | 0.500 ± 0.000 | 0.100 ± 0.000 "
             "| 0.500 ± 0.000 | 0.500 ± 0.000 | 0.500 ± 0.500 |") in text
     assert "| `runs/b` | p | pra (trained x) | j | 1 | 0.900 ± 0.000 |" in text and "Missing" not in text
-    assert "python -m eval.quality" in quality_section([]).render()
+    assert "python -m eval.analysis.quality" in quality_section([]).render()
     bad = tmp_path / "bad.jsonl"
     line = quality_line(0, 0.5, 0.5)
     del line["criteria"]["traceability"]
@@ -299,7 +299,7 @@ def injection_result(path: Path) -> Path:
 
 
 def test_injection_section_per_mode(tmp_path):
-    from eval.report.quality import injection_section
+    from eval.analysis.report.quality import injection_section
 
     trained = injection_result(tmp_path / "inj.json")
     untrained = tmp_path / "inj2.json"
@@ -311,7 +311,7 @@ def test_injection_section_per_mode(tmp_path):
     assert "| swap | 0.500 ± 0.250 (n 4) | 0.250 ± 0.217 (n 4) |" in text
     assert "| wrong_last | 1.000 ± 0.000 (n 4) | 1.000 ± 0.000 (n 4) |" in text
     assert "| flip_number | — | — |" in text and "| **all** | 0.571 ± 0.094 (n 28) |" in text
-    assert "python -m eval.inject" in injection_section([]).render()
+    assert "python -m eval.analysis.inject" in injection_section([]).render()
     (tmp_path / "bad.json").write_text(json.dumps({"reward_agent": "a", "run": "r", "traces": 1, "modes": {}}))
     with pytest.raises(ValueError, match="bad.json: field 'all' missing"):
         injection_section([tmp_path / "bad.json"])

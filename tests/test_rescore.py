@@ -1,8 +1,8 @@
 """Post-hoc rewards for saved SC traces: every sample gets step rewards and an outcome, resumably."""
 import json
 
-from eval.report.posthoc import has_outcome, posthoc_accuracy
-from eval.rescore import rescore_records
+from eval.analysis.report.posthoc import has_outcome, posthoc_accuracy
+from eval.analysis.rescore import rescore_records
 from eval.run import EvalConfig, run_eval
 from pra.reward_agent import RewardAgent
 from pra.benchmarks import load_eval_benchmark

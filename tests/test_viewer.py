@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from eval import palette
+from eval.analysis import palette
 from eval.run import EvalConfig, run_eval
-from eval.viewer.page import render_page, write_page
-from eval.viewer.terminal import print_trees
-from eval.viewer.trees import load_trees
+from eval.analysis.viewer.page import render_page, write_page
+from eval.analysis.viewer.terminal import print_trees
+from eval.analysis.viewer.trees import load_trees
 from search.engine import SearchConfig
 from tests.fakes import ScriptedPolicy, TableRewardAgent
 

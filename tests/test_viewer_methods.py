@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from eval import palette
+from eval.analysis import palette
 from eval.run import EvalConfig, run_eval
-from eval.viewer.page import page_data, write_page
-from eval.viewer.trees import load_trees
+from eval.analysis.viewer.page import page_data, write_page
+from eval.analysis.viewer.trees import load_trees
 from search.engine import SearchConfig
 from tests.fakes import ScriptedPolicy
 from tests.test_viewer import chromium, needs_chromium, scripted_run

@@ -1,4 +1,4 @@
-"""Trajectory quality after MedTraj: ``python -m eval.quality RUN_DIR --judge MODEL --out OUT.jsonl [--first N]``.
+"""Trajectory quality after MedTraj: ``python -m eval.analysis.quality RUN_DIR --judge MODEL --out OUT.jsonl [--first N]``.
 
 An LLM judge grades a trace on five criteria (coherence, evidence support, hallucination ratio,
 completeness, traceability), each read without generation as the expected value of a 0-9 digit under
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pra.benchmarks import load_eval_benchmark
-from eval.report.runs import load_run
+from eval.analysis.report.runs import load_run
 from pra.backends.base import LMBackend
 from pra.prompts import format_question
 from pra.records import JsonlWriter, read_records
@@ -111,7 +111,7 @@ def deltas(values: Sequence[float], empty: float = 0.0) -> list[float]:
 def marginal_contributions(steps: Sequence[str], value: Callable[[Sequence[str]], float],
                            empty: float = 0.0) -> list[float]:
     """value(steps[:k]) - value(steps[:k-1]) for each step k; ``value`` rates a trace prefix (e.g. a
-    reward agent's reward for the prefix's last step, ``eval.inject.Scorer``)."""
+    reward agent's reward for the prefix's last step, ``eval.analysis.inject.Scorer``)."""
     return deltas([value(steps[:k]) for k in range(1, len(steps) + 1)], empty)
 
 

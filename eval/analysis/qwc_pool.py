@@ -1,8 +1,8 @@
-"""A pool for ``--method qwc``: ``python -m eval.qwc_pool TRACES.jsonl --judge MODEL --out POOL.jsonl
+"""A pool for ``--method qwc``: ``python -m eval.analysis.qwc_pool TRACES.jsonl --judge MODEL --out POOL.jsonl
 [--benchmark medmcqa-train] [--first N]``.
 
 Every trace of a ``pra label`` traces file (policy traces on training questions) is judged by
-``eval.quality`` and written with its composite as its quality, together with its question, so that
+``eval.analysis.quality`` and written with its composite as its quality, together with its question, so that
 the pool alone is enough to show it (``search/qwc.py`` reads it). Append-only and resumable.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pra.benchmarks import EVAL_BENCHMARKS, load_benchmark
-from eval.quality import JudgedTrace, QualityConfig, QualityJudge, check_resume, composite
+from eval.analysis.quality import JudgedTrace, QualityConfig, QualityJudge, check_resume, composite
 from pra.backends.base import LMBackend
 from pra.records import JsonlWriter, read_records
 from pra.errors import UserError

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval.report.figures import samples_figure, tradeoff_figure
-from eval.report.margins import margin_figures
-from eval.report.markdown import table
-from eval.report.quality import injection_section, quality_section
-from eval.report.runs import load_runs
-from eval.report.tables import against_baselines, agent_by_search, backbone_swap, methods_by_benchmark, reward_level
+from eval.analysis.report.figures import samples_figure, tradeoff_figure
+from eval.analysis.report.margins import margin_figures
+from eval.analysis.report.markdown import table
+from eval.analysis.report.quality import injection_section, quality_section
+from eval.analysis.report.runs import load_runs
+from eval.analysis.report.tables import against_baselines, agent_by_search, backbone_swap, methods_by_benchmark, reward_level
 
 
 @dataclass
@@ -19,8 +19,8 @@ class ReportConfig:
     out: Path
     labels: Path | None = None
     first: int | None = None        # keep each benchmark's first N questions in every run
-    quality: list[Path] = field(default_factory=list)    # eval.quality JSONL files
-    injection: list[Path] = field(default_factory=list)  # eval.inject results (JSON), one per agent
+    quality: list[Path] = field(default_factory=list)    # eval.analysis.quality JSONL files
+    injection: list[Path] = field(default_factory=list)  # eval.analysis.inject results (JSON), one per agent
 
 
 def build_report(cfg: ReportConfig) -> Path:

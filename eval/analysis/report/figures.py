@@ -14,9 +14,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from eval import palette  # noqa: E402
-from eval.report.markdown import Section, accuracy, eval_command, table  # noqa: E402
-from eval.report.runs import Run  # noqa: E402
+from eval.analysis import palette  # noqa: E402
+from eval.analysis.report.markdown import Section, accuracy, eval_command, table  # noqa: E402
+from eval.analysis.report.runs import Run  # noqa: E402
 from pra.errors import UserError
 
 

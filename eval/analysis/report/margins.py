@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from eval import palette
-from eval.report.figures import plt, save_plot
-from eval.report.markdown import Section, mean_se, table
+from eval.analysis import palette
+from eval.analysis.report.figures import plt, save_plot
+from eval.analysis.report.markdown import Section, mean_se, table
 from pra.records import read_records
 from pra.errors import MissingFile, UserError
 

@@ -1,5 +1,5 @@
-"""Trajectory quality per method (files of ``python -m eval.quality``) and the reward agent's
-error-injection sensitivity (the JSON of ``python -m eval.inject``)."""
+"""Trajectory quality per method (files of ``python -m eval.analysis.quality``) and the reward agent's
+error-injection sensitivity (the JSON of ``python -m eval.analysis.inject``)."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from eval.quality import CRITERIA
-from eval.report.markdown import Section, mean_se, table
+from eval.analysis.quality import CRITERIA
+from eval.analysis.report.markdown import Section, mean_se, table
 from pra.records import read_records
 from pra.errors import MissingFile, UserError
 from pra.models import DEFAULT_REWARD_AGENT
@@ -26,7 +26,7 @@ def quality_section(files: list[Path]) -> Section:
     """Per run (and judge): mean composite and each criterion, ± standard error over its records."""
     sec = Section("Trajectory quality per method (MedTraj)")
     if not files:
-        sec.missing.append("quality files: `python -m eval.quality RUN_DIR --judge smollm2-135m-instruct --out "
+        sec.missing.append("quality files: `python -m eval.analysis.quality RUN_DIR --judge smollm2-135m-instruct --out "
                            "runs/quality/NAME.jsonl`, then `pra report ... --quality runs/quality/*.jsonl`")
         return sec
     groups: dict[tuple[str, str, str, str], list[dict]] = defaultdict(list)
@@ -48,7 +48,7 @@ def quality_section(files: list[Path]) -> Section:
     sec.body.append("Mean ± standard error over the run's judged records. Each criterion is the judge's expected "
                     "0-9 digit / 9; hallucination is the ratio of made-up claims (lower is better; the composite "
                     "takes 1 - ratio); answer is the share of predictions matching gold. Composite weights: "
-                    "`eval.quality.Weights`.")
+                    "`eval.analysis.quality.Weights`.")
     return sec
 
 
@@ -79,7 +79,7 @@ def injection_section(paths: list[Path]) -> Section:
     column per result (e.g. the trained agent and its untrained backbone on the same traces)."""
     sec = Section("Error-injection sensitivity of the reward agent")
     if not paths:
-        sec.missing.append(f"an injection result: `python -m eval.inject RUN_DIR --reward-agent {DEFAULT_REWARD_AGENT} "
+        sec.missing.append(f"an injection result: `python -m eval.analysis.inject RUN_DIR --reward-agent {DEFAULT_REWARD_AGENT} "
                            "--out runs/quality/inject.json`, then `pra report ... --injection runs/quality/inject.json`")
         return sec
     results = [_injection_result(p) for p in paths]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
-from eval.compare import compare_records
-from eval.report.markdown import Section, accuracy, eval_command, table
-from eval.report.posthoc import AGGREGATES, has_outcome, has_samples, posthoc_accuracy
-from eval.report.runs import Run
+from eval.analysis.compare import compare_records
+from eval.analysis.report.markdown import Section, accuracy, eval_command, table
+from eval.analysis.report.posthoc import AGGREGATES, has_outcome, has_samples, posthoc_accuracy
+from eval.analysis.report.runs import Run
 from pra.models import DEFAULT_REWARD_AGENT
 
 
@@ -167,7 +167,7 @@ def reward_level(runs: list[Run]) -> Section:
     if not sampled:
         sec.missing.append(
             "no run keeps every sampled trace with per-step rewards (records need a `samples` list of "
-            "`{answer, rewards, outcome}`, see `eval/report/posthoc.py`); saved SC records keep only the "
+            "`{answer, rewards, outcome}`, see `eval/analysis/report/posthoc.py`); saved SC records keep only the "
             "answers, PRA records only the final beam's cumulative scores, so post-hoc re-ranking cannot "
             "be recomputed from them")
     rows = []

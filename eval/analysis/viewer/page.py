@@ -9,8 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from eval import palette
-from eval.viewer.trees import RunTrees
+from eval.analysis import palette
+from eval.analysis.viewer.trees import RunTrees
 from pra.redact import redact_config
 
 TEMPLATE = Path(__file__).with_name("page.html")

@@ -6,8 +6,8 @@ from rich.console import Console, Group
 from rich.text import Text
 from rich.tree import Tree
 
-from eval import palette
-from eval.viewer.trees import QuestionTree, RunTrees, TreeNode
+from eval.analysis import palette
+from eval.analysis.viewer.trees import QuestionTree, RunTrees, TreeNode
 
 TEXT_CHARS = 160       # a step's text is cut here; the viewer page shows it whole
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.report.runs import load_run
+from eval.analysis.report.runs import load_run
 from pra.errors import UserError
 from pra.selection import by_record_id
 
