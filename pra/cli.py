@@ -682,11 +682,11 @@ TOOLS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
         "quality": ("eval.analysis.quality", "MedTraj trajectory quality of a run's traces"),
         "inject": ("eval.analysis.inject", "error injection: does the agent's reward drop on injected errors"),
         "rescore": ("eval.analysis.rescore", "post-hoc rewards for a run's traces"),
-        "recall": ("eval.retrieval_recall", "retrieval recall of the gold evidence"),
         "qwc-pool": ("eval.analysis.qwc_pool", "the scored training traces that qwc shows as examples"),
     }),
-    "corpus": ("corpora from the raw data", {
+    "corpus": ("corpora: build one from its raw sources, measure its retrieval recall", {
         "build": ("corpora.build", "build a passage corpus (medcorp-mini and others) from its sources"),
+        "recall": ("eval.retrieval_recall", "recall of the gold evidence by bm25, dense and hybrid retrieval"),
     }),
 }
 
@@ -706,7 +706,7 @@ def run_tool(argv: list[str]) -> bool:
     def run(_) -> None:
         error, argparse.ArgumentParser.error = argparse.ArgumentParser.error, refuse
         try:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            runpy.run_module(module, run_name="__main__")     # sys.argv[0] stays "pra GROUP TOOL": its usage line
         finally:
             argparse.ArgumentParser.error = error
 
@@ -728,10 +728,11 @@ VERB_DOCS: dict[str, tuple[str, tuple[str, ...]]] = {
               ("pra agent evaluate pra-smollm2-goldprob --recipe cpu-goldprob",
                "pra agent evidence-check --help")),
     "runs": ("Analyses of finished run folders: trajectory quality, error injection, post-hoc rescoring, "
-             "retrieval recall, the qwc example pool. `pra runs TOOL --help` shows a tool's own flags.",
+             "the qwc example pool. `pra runs TOOL --help` shows a tool's own flags.",
              ("pra runs quality --help", "pra runs inject --help")),
     "corpus": ("Build a passage corpus from its raw sources (the shipped medcorp-mini is built this way; "
-               "`pra index build` then embeds it).", ("pra corpus build --help", "pra list corpora")),
+               "`pra index build` then embeds it), and measure its retrieval recall.",
+               ("pra corpus build --help", "pra corpus recall --help", "pra list corpora")),
     "list": ("Print what exists, with sizes, licences and whether it is ready on this machine (a model "
              "prepared, a corpus indexed). Nothing is loaded.",
              ("pra list benchmarks", "pra list models", "pra list recipes")),
