@@ -5,7 +5,7 @@ passages of their own abstract. Gold is matched by provenance id (``doc_id`` of 
 looking at text. recall@k: the share of a question's gold documents in its top k, averaged over
 questions; hit@k: the share of questions with at least one gold document in the top k.
 
-    python -m eval.retrieval_recall [--corpus medcorp-mini] [--modes bm25 dense hybrid] [--out r.json]
+    pra corpus recall [--corpus medcorp-mini] [--modes bm25 dense hybrid] [--out r.json]
 """
 from __future__ import annotations
 

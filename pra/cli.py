@@ -617,9 +617,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="folder for report.md and the figures")
     p.add_argument("--labels", type=Path, help="labels.jsonl (or its folder) for the |dm| figures")
     p.add_argument("--first", type=int, help="only each benchmark's first N questions")
-    p.add_argument("--quality", type=Path, nargs="+", default=[], help="quality files (python -m eval.analysis.quality)")
+    p.add_argument("--quality", type=Path, nargs="+", default=[], help="quality files (pra runs quality)")
     p.add_argument("--injection", type=Path, nargs="+", default=[],
-                   help="error-injection results (python -m eval.analysis.inject), one column each")
+                   help="error-injection results (pra runs inject), one column each")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("show", help="one self-contained HTML page of a run's search trees (opens offline)")

@@ -14,7 +14,7 @@ other's: a run still going holds part of them). A mismatch is an error; ``allow_
 what differs. ``seeds`` > 1 repeats the bootstrap with that many seeds and reports how far each CI bound
 moves between them.
 
-An error-injection result (``python -m eval.analysis.inject ... --out FILE.json``) compares the same way: each
+An error-injection result (``pra runs inject ... --out FILE.json``) compares the same way: each
 injected case is a record, right when the agent rated the injected step below the original, so two
 agents' files give the paired difference in the share of errors they catch (cases resampled by question).
 """

@@ -4,7 +4,7 @@ step scorer to the injected errors: does the reward drop where the trace went wr
 Each mode is deterministic given its seed and says which steps of the new trace carry the error
 (``changed``) and which step of the original each is compared with (``reference``).
 
-``python -m eval.analysis.inject RUN_DIR --reward-agent NAME --out OUT.json [--first N] [--seed S]`` measures a
+``pra runs inject RUN_DIR --reward-agent NAME --out OUT.json [--first N] [--seed S]`` measures a
 reward agent: every mode injected into each correct trace of a run with at least two steps, the share
 of injected errors it rates lower than the original step, per mode and over all.
 """

@@ -1,4 +1,4 @@
-"""Trajectory quality after MedTraj: ``python -m eval.analysis.quality RUN_DIR --judge MODEL --out OUT.jsonl [--first N]``.
+"""Trajectory quality after MedTraj: ``pra runs quality RUN_DIR --judge MODEL --out OUT.jsonl [--first N]``.
 
 An LLM judge grades a trace on five criteria (coherence, evidence support, hallucination ratio,
 completeness, traceability), each read without generation as the expected value of a 0-9 digit under

@@ -1,4 +1,4 @@
-"""A pool for ``--method qwc``: ``python -m eval.analysis.qwc_pool TRACES.jsonl --judge MODEL --out POOL.jsonl
+"""A pool for ``--method qwc``: ``pra runs qwc-pool TRACES.jsonl --judge MODEL --out POOL.jsonl
 [--benchmark medmcqa-train] [--first N]``.
 
 Every trace of a ``pra label`` traces file (policy traces on training questions) is judged by

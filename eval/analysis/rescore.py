@@ -1,4 +1,4 @@
-"""Post-hoc rewards for saved traces: ``python -m eval.analysis.rescore RUN --out OUT [--reward-agent NAME]``.
+"""Post-hoc rewards for saved traces: ``pra runs rescore RUN --out OUT [--reward-agent NAME]``.
 
 Every sampled trace of every record (its ``samples``, written by ``pra eval`` for SC and PRA runs) gets
 the reward agent's reward for each step, read as during decoding (earlier steps shown with their

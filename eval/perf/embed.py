@@ -1,7 +1,7 @@
 """Passage embedding on this machine: float32 against bfloat16 autocast, at several batch sizes, and
 whether bfloat16 vectors retrieve what float32 vectors retrieve.
 
-    OMP_NUM_THREADS=1 python -m eval.perf.embed [--corpus medcorp-mini] [--passages 256] [--batches 16 32 64]
+    OMP_NUM_THREADS=1 pra perf embed [--corpus medcorp-mini] [--passages 256] [--batches 16 32 64]
 
 Throughput is timed on every n-th passage of the corpus (model load excluded, one warm-up batch),
 each (dtype, batch) in turn, ``--rounds`` times over, best round kept: on shared cores the ratios of

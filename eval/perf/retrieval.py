@@ -1,6 +1,6 @@
 """Retrieval speed on this machine: index build throughput and per-query latency of each mode.
 
-    python -m eval.perf.retrieval [--corpus medcorp-mini] [--build-subset 500]
+    pra perf retrieval [--corpus medcorp-mini] [--build-subset 500]
 
 The build is timed on a subset (every n-th passage; embedding all 10k takes ~10 minutes on 2 cores),
 model load included. Latency is per query, uncached, top-20: p50/p95 over single queries at batch 1

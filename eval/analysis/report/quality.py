@@ -1,5 +1,5 @@
-"""Trajectory quality per method (files of ``python -m eval.analysis.quality``) and the reward agent's
-error-injection sensitivity (the JSON of ``python -m eval.analysis.inject``)."""
+"""Trajectory quality per method (files of ``pra runs quality``) and the reward agent's
+error-injection sensitivity (the JSON of ``pra runs inject``)."""
 from __future__ import annotations
 
 import json
@@ -26,7 +26,7 @@ def quality_section(files: list[Path]) -> Section:
     """Per run (and judge): mean composite and each criterion, ± standard error over its records."""
     sec = Section("Trajectory quality per method (MedTraj)")
     if not files:
-        sec.missing.append("quality files: `python -m eval.analysis.quality RUN_DIR --judge smollm2-135m-instruct --out "
+        sec.missing.append("quality files: `pra runs quality RUN_DIR --judge smollm2-135m-instruct --out "
                            "runs/quality/NAME.jsonl`, then `pra report ... --quality runs/quality/*.jsonl`")
         return sec
     groups: dict[tuple[str, str, str, str], list[dict]] = defaultdict(list)
@@ -79,7 +79,7 @@ def injection_section(paths: list[Path]) -> Section:
     column per result (e.g. the trained agent and its untrained backbone on the same traces)."""
     sec = Section("Error-injection sensitivity of the reward agent")
     if not paths:
-        sec.missing.append(f"an injection result: `python -m eval.analysis.inject RUN_DIR --reward-agent {DEFAULT_REWARD_AGENT} "
+        sec.missing.append(f"an injection result: `pra runs inject RUN_DIR --reward-agent {DEFAULT_REWARD_AGENT} "
                            "--out runs/quality/inject.json`, then `pra report ... --injection runs/quality/inject.json`")
         return sec
     results = [_injection_result(p) for p in paths]
