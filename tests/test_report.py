@@ -279,7 +279,7 @@ def test_quality_section_means_and_standard_errors(tmp_path):
     assert ("| `runs/a` | p | cot | j | 2 | 0.400 ± 0.200 | 0.400 ± 0.100 | 0.500 ± 0.000 | 0.100 ± 0.000 "
             "| 0.500 ± 0.000 | 0.500 ± 0.000 | 0.500 ± 0.500 |") in text
     assert "| `runs/b` | p | pra (trained x) | j | 1 | 0.900 ± 0.000 |" in text and "Missing" not in text
-    assert "python -m eval.analysis.quality" in quality_section([]).render()
+    assert "pra runs quality" in quality_section([]).render()
     bad = tmp_path / "bad.jsonl"
     line = quality_line(0, 0.5, 0.5)
     del line["criteria"]["traceability"]
@@ -311,7 +311,7 @@ def test_injection_section_per_mode(tmp_path):
     assert "| swap | 0.500 ± 0.250 (n 4) | 0.250 ± 0.217 (n 4) |" in text
     assert "| wrong_last | 1.000 ± 0.000 (n 4) | 1.000 ± 0.000 (n 4) |" in text
     assert "| flip_number | — | — |" in text and "| **all** | 0.571 ± 0.094 (n 28) |" in text
-    assert "python -m eval.analysis.inject" in injection_section([]).render()
+    assert "pra runs inject" in injection_section([]).render()
     (tmp_path / "bad.json").write_text(json.dumps({"reward_agent": "a", "run": "r", "traces": 1, "modes": {}}))
     with pytest.raises(ValueError, match="bad.json: field 'all' missing"):
         injection_section([tmp_path / "bad.json"])
