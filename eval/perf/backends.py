@@ -234,7 +234,7 @@ def report(rows: list[dict], policy: str) -> None:
                        for r in rows if r is not fastest)
     print(f"summary: {policy}: fastest path {fastest['path']} (PRA {fastest.get('pra', float('nan')):.1f} s/q, CoT "
           f"{fastest.get('cot', float('nan')):.1f} s/q, direct {fastest.get('direct', float('nan')):.2f} s/q, decode x8 "
-          f"{fastest['decode_x8']:.1f} tok/s); others slower by {ratios or 'n/a'}")
+          f"{fastest['decode_x8']:.1f} tok/s)" + (f"; others slower by {ratios}" if ratios else "; the only path run"))
 
 
 if __name__ == "__main__":
