@@ -143,7 +143,7 @@ class Encoder:
 
     def encode_passages(self, passages: list[Passage], progress: bool = False, dtype: str = "float32") -> np.ndarray:
         """Passage vectors; ``dtype`` bfloat16 embeds faster where the CPU has native bf16 matmul
-        (``python -m eval.perf.embed`` measures the speed and the retrieval it keeps)."""
+        (``pra perf embed`` measures the speed and the retrieval it keeps)."""
         if self.config.doc_pair:
             inputs = [(p.title, p.text) for p in passages]
         else:

@@ -2,7 +2,7 @@
 k/2 of highest and the k/2 of lowest quality in a pool, shown with their values before the question;
 then CoT as usual. The same examples precede every question, so the prefix cache computes them once.
 
-A pool is JSON lines, one scored trace each (``python -m eval.analysis.qwc_pool`` makes one)::
+A pool is JSON lines, one scored trace each (``pra runs qwc-pool`` makes one)::
 
     {"id": "QID/t0", "question_id": "QID", "question": "...", "options": {"A": "...", ...}, "gold": "B",
      "source": "medmcqa-train", "steps": ["...", ...], "answer": "B", "quality": 0.71}
@@ -40,7 +40,7 @@ def _trace(row: dict, where: str) -> ScoredTrace:
 def load_pool(path: str | Path) -> list[ScoredTrace]:
     path = Path(path)
     if not path.exists():
-        raise MissingFile(f"{path}: no qwc pool (make one with python -m eval.analysis.qwc_pool)")
+        raise MissingFile(f"{path}: no qwc pool (make one with pra runs qwc-pool)")
     pool = []
     for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
         if not line.strip():

@@ -1,4 +1,4 @@
-"""Held-out metrics of a reward agent: ``python -m training.evaluate_agent AGENT --recipe cpu``.
+"""Held-out metrics of a reward agent: ``pra agent evaluate AGENT --recipe cpu``.
 
 One code path for ``pra train``'s validation (step 0 is the untrained backbone, then every
 ``eval_every`` steps and the end) and for an agent trained before (a shipped one): the held-out steps

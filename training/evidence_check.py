@@ -1,5 +1,5 @@
 """A planted-signal label set: can the training pipeline teach an agent to read evidence at all?
-``python -m training.evidence_check --out runs/labels-evidence [--questions 1000]``, then
+``pra agent evidence-check --out runs/labels-evidence [--questions 1000]``, then
 ``pra train --recipe cpu-evidence``.
 
 The teachers this machine can run give labels near noise (the README's label-quality table), so an

@@ -1,5 +1,5 @@
 """Teachers' label quality against a stronger reference:
-``python -m training.label_quality LABELS.jsonl [--questions 30] [--rollouts 16]``.
+``pra agent label-quality LABELS.jsonl [--questions 30] [--rollouts 16]``.
 
 The reference of a state (a question and the steps so far) is the share of ``rollouts`` continuations
 by the labels' policy that reach the gold answer, continuation j asked under cyclic rotation j mod n
@@ -143,7 +143,7 @@ def quality(records: list[dict], shares: dict) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m training.label_quality", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("labels", type=Path, help="labels.jsonl from pra label (traces.jsonl, label_config.json beside it)")
     parser.add_argument("--reference-only", action="store_true", help="roll out the reference (from the traces) and stop")
     parser.add_argument("--questions", type=int, default=30, help="the first N questions of the file")

@@ -1,4 +1,4 @@
-"""Ship a trained reward agent with the project: ``python -m training.ship RUN NAME [--recipe cpu]``.
+"""Ship a trained reward agent with the project: ``pra agent ship RUN NAME [--recipe cpu]``.
 
 Copies the adapter of a finished ``pra train`` run into ``pra/agents/NAME`` (what ``--reward-agent NAME``
 resolves), with its metrics, the labelling statistics and a model card written from them, so that the
@@ -81,7 +81,7 @@ def data_section(label_cfg: dict, label_stats: dict) -> str:
 
 def label_command(label_cfg: dict, recipe: str, args: dict) -> str:
     if label_cfg.get("purpose") == EVIDENCE_CHECK:
-        return (f"python -m training.evidence_check --out {Path(args['labels']).parent} "
+        return (f"pra agent evidence-check --out {Path(args['labels']).parent} "
                 f"--questions {label_cfg['questions']} --seed {label_cfg['seed']}")
     return f"pra label --recipe {recipe}"
 
@@ -142,7 +142,7 @@ Trained minus untrained reward AUROC (paired, same resamples): {gain}.{subgroup_
 ```
 {label_command(label_cfg, recipe, args)}
 pra train --recipe {recipe}
-python -m training.ship {args['out']} {name} --recipe {recipe}
+pra agent ship {args['out']} {name} --recipe {recipe}
 ```
 Licenses: SmolLM2 (Apache-2.0), MedMCQA (MIT), MedQuAD passages in `medcorp-mini` (CC BY 4.0).
 """

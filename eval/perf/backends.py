@@ -1,6 +1,6 @@
 """Backend benchmark: every CPU path for one policy side by side, in one run.
 
-``pra perf backends --policy qwen2.5-coder-1.5b-instruct`` (or ``python -m eval.perf.backends``) runs
+``pra perf backends --policy qwen2.5-coder-1.5b-instruct`` runs
 each path in a process of its own (so that its peak memory is its own) on the same inputs:
 
   prefill          tokens/s over fresh prompts (nothing cached)
