@@ -2,8 +2,9 @@
 
 ``PRA_REQUIRE`` (a comma list of ``REQUIRABLE``) names the parts that must be there: a test that would
 skip because one of them is missing fails instead, naming it. CI sets it (``.ci/run``); where it is
-unset and ``CI`` is true, the parts CI installs (``CI_PARTS``) are required. Elsewhere a missing part
-skips the test, and ``-rs`` (pyproject's addopts) lists each skip with its reason in the summary.
+unset and ``CI`` is true, the parts CI installs (``CI_PARTS``: all but ``cuda``, a CUDA device, which CI
+lacks) are required. Elsewhere a missing part skips the test, and ``-rs`` (pyproject's addopts) lists
+each skip with its reason in the summary.
 Tests ask for a part through ``require`` / ``require_module`` (in a test or fixture, or at module
 level) or mark themselves ``@pytest.mark.requires(part, available, reason)``."""
 from __future__ import annotations
@@ -15,7 +16,8 @@ from types import ModuleType
 
 import pytest
 
-REQUIRABLE = ("vllm", "llamacpp", "chromium", "shared-data", "qwen")
+REQUIRABLE = ("vllm", "llamacpp", "chromium", "shared-data", "qwen", "cuda")
+# "cuda" (tests/test_gpu.py) is required only where a run names it: PRA_REQUIRE=cuda on a GPU machine.
 CI_PARTS = "vllm,llamacpp,chromium,shared-data,qwen"
 # The shared raw data (benchmark originals, corpora sources): $PRA_DATA, else shared/data beside the checkout.
 SHARED_DATA = Path(os.environ.get("PRA_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")

@@ -1,7 +1,10 @@
-"""Scripted stand-ins for the plumbing tests of the engine (real-model tests live beside them)."""
+"""Scripted stand-ins for the plumbing tests of the engine (real-model tests live beside them), and tiny
+random Llama models with SmolLM2's tokenizer: real forward passes of a real architecture in milliseconds."""
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 from pra.reward_agent import Readout
@@ -60,3 +63,37 @@ class FixedRetriever:
         self.queries += queries
         passage = SimpleNamespace(id="doc1", title="T", text="evidence")
         return [[SimpleNamespace(passage=passage, score=1.0, rank=1)] for _ in queries]
+
+
+def tiny_tokenizer():
+    """SmolLM2-135M-Instruct's tokenizer and chat template: from the folder ``$PRA_TOKENIZER_DIR`` names
+    when it is set (a copy of the tokenizer's files, for a machine without the embedded model, such as a
+    GPU machine with no network), else from the embedded model."""
+    from transformers import AutoTokenizer
+
+    folder = os.environ.get("PRA_TOKENIZER_DIR")
+    if not folder:
+        from pra.models import resolve
+        folder = resolve("smollm2-135m-instruct")
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def tiny_llama(layers: int, seed: int = 0, **config):
+    """(a random Llama with ``layers`` layers, 32 wide, weights drawn after ``torch.manual_seed(seed)``;
+    SmolLM2's tokenizer). ``config``: further ``LlamaConfig`` fields."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = tiny_tokenizer()
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id, **config)
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(cfg), tok
+
+
+def tiny_llama_folder(folder: Path, layers: int, seed: int = 0, **config) -> Path:
+    """``tiny_llama`` saved as a model folder (weights, config, tokenizer) that any model flag takes."""
+    model, tok = tiny_llama(layers, seed, **config)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder

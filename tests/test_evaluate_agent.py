@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-import torch
 
 from pra.errors import UserError
 from pra.models import AGENTS_DIR
 from pra.reward_agent import PROMPT_RECORD, Readout, ScoreRequest, load_reward_agent, render_prompt, shows_earlier_rewards
 from pra.types import Question
+from tests.fakes import tiny_llama_folder
 from tests.test_training import write_labels
 from training.dataset import Example, load_examples
 from training.evaluate_agent import (READOUTS, agent_readouts, evaluate_agent, excludes_chance, held_out_summary,
@@ -24,17 +24,10 @@ def tiny(tmp_path_factory):
     """(a random 2-layer Llama folder, a random non-zero LoRA adapter on it), as ``pra train`` would
     leave an agent before prompt records existed (no ``prompt.json``)."""
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-    from pra.models import resolve
+    from transformers import LlamaForCausalLM
 
     root = tmp_path_factory.mktemp("tiny")
-    tok = AutoTokenizer.from_pretrained(resolve("smollm2-135m-instruct"))
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id,
-                      max_position_embeddings=2048)
-    torch.manual_seed(0)
-    LlamaForCausalLM(cfg).save_pretrained(root / "base")
-    tok.save_pretrained(root / "base")
+    tiny_llama_folder(root / "base", layers=2, max_position_embeddings=2048)
     model = get_peft_model(LlamaForCausalLM.from_pretrained(root / "base"),
                            LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
     model.peft_config["default"].base_model_name_or_path = str(root / "base")

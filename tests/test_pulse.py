@@ -18,7 +18,7 @@ from pra.pulse.probe import Probe, ProbeConfig, mlp, train_probe
 from pra.prompts import steps_prefix
 from search.controllers import Pulse, make_controller
 from search.engine import Engine, SearchConfig, Trace
-from tests.fakes import FixedRetriever, ScriptedPolicy, TableRewardAgent
+from tests.fakes import FixedRetriever, ScriptedPolicy, TableRewardAgent, tiny_llama
 from tests.test_engine import q
 
 
@@ -57,14 +57,8 @@ def test_coe_scores_on_a_straight_and_a_turning_path():
 @pytest.fixture(scope="module")
 def tiny():
     """A 4-layer random Llama with SmolLM2's (fast) tokenizer, as a backend-like object."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-    from pra.models import resolve
-
-    tok = AutoTokenizer.from_pretrained(resolve("smollm2-135m-instruct"))
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(cfg).eval()
+    model, tok = tiny_llama(layers=4)
+    model.eval()
     return SimpleNamespace(name="tiny", model=model, tokenizer=tok, has_chat_template=True,
                            render=lambda messages, prefix="": render_chat(tok, messages, prefix))
 

@@ -86,7 +86,7 @@ def trajectory(states: torch.Tensor) -> Trajectory:
     shift = (h[:, 1:] - h[:, :-1]).norm(dim=-1)
     end_angle = _angle(h[:, 0], h[:, -1])
     end_shift = (h[:, -1] - h[:, 0]).norm(dim=-1)
-    return Trajectory(*(t.numpy() for t in (norm, angle, shift, end_angle, end_shift)))
+    return Trajectory(*(t.cpu().numpy() for t in (norm, angle, shift, end_angle, end_shift)))   # states on a GPU too
 
 
 def pulse_features(t: Trajectory, layers: tuple[int, int], parts: str = "both") -> np.ndarray:
