@@ -61,6 +61,8 @@ def test_intervals_resample_questions_not_steps():
     assert narrow[0] <= roc_auc_score(y, p) <= narrow[1] and wide[0] <= roc_auc_score(y, p) <= wide[1]
     assert wide[1] - wide[0] > 2 * (narrow[1] - narrow[0])
     assert question_bootstrap(clustered, lambda i: None) is None          # undefined on every resample
+    one_question = [example("q0", 1, float(label)) for label in y]
+    assert question_bootstrap(one_question, auroc) is None                # no spread to resample from
 
 
 def test_step_metrics_and_the_paired_gain():

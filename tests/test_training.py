@@ -115,10 +115,11 @@ def test_metrics_json_holds_the_held_out_keys_with_question_intervals(trained):
     assert metrics["reward_auroc"] == metrics["final"]["reward_auroc"]
     assert metrics["action_std"] == metrics["final"]["action_std"] > 0
     assert metrics["examples"] == 3 and metrics["questions"] == 1        # q2: 2 steps without documents, 1 re-read with them
-    # q2's labels are 1, 0, 0: the AUROC is defined, and every resample of its one question is itself
+    # q2's labels are 1, 0, 0: the AUROC is defined, but one question gives no interval (every resample
+    # would be itself), so nothing is claimed about chance
     for key in ("reward_auroc", "untrained_reward_auroc"):
-        assert isinstance(metrics[key], float) and metrics[f"{key}_ci"] == [metrics[key]] * 2
-    assert metrics["reward_auroc_excludes_chance"] == (metrics["reward_auroc"] != 0.5)
+        assert isinstance(metrics[key], float) and metrics[f"{key}_ci"] is None
+    assert metrics["reward_auroc_excludes_chance"] is None
     share = metrics["search_positive_share"]
     assert share in (1 / 3, 2 / 3) and metrics["constant_search_accuracy"] == max(share, 1 - share)
     assert all("reward_readouts" not in e for e in metrics["history"])

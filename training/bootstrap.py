@@ -29,10 +29,13 @@ def _auroc(y: np.ndarray, p: np.ndarray) -> float | None:
 def question_bootstrap(examples: list[Example], statistic: Callable[[np.ndarray], float | None],
                        resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> list[float] | None:
     """95% percentile interval of ``statistic(example indices)`` over resamples of whole questions
-    (None when fewer than half the resamples define it, e.g. one class only)."""
+    (None when fewer than half the resamples define it, e.g. one class only, and from a single
+    question, whose every resample is itself: a zero-width interval that would claim certainty)."""
     by_question: dict[str, list[int]] = defaultdict(list)
     for i, e in enumerate(examples):
         by_question[e.question_id].append(i)
+    if len(by_question) < 2:
+        return None
     groups = [np.array(g) for g in by_question.values()]
     rng = np.random.default_rng(seed)
     values = []
