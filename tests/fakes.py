@@ -97,3 +97,16 @@ def tiny_llama_folder(folder: Path, layers: int, seed: int = 0, **config) -> Pat
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+def tiny_lora_folder(folder: Path, base: Path) -> Path:
+    """A random, non-zero LoRA adapter (r=4 on q_proj, v_proj) on the model folder ``base``, saved as
+    ``pra train`` saves an agent: its config names ``base`` as the backbone."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaForCausalLM
+
+    model = get_peft_model(LlamaForCausalLM.from_pretrained(base),
+                           LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    model.peft_config["default"].base_model_name_or_path = str(base)
+    model.save_pretrained(folder)
+    return folder

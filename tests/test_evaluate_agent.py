@@ -12,7 +12,7 @@ from pra.errors import UserError
 from pra.models import AGENTS_DIR
 from pra.reward_agent import PROMPT_RECORD, Readout, ScoreRequest, load_reward_agent, render_prompt, shows_earlier_rewards
 from pra.types import Question
-from tests.fakes import tiny_llama_folder
+from tests.fakes import tiny_llama_folder, tiny_lora_folder
 from tests.test_training import write_labels
 from training.dataset import Example, load_examples
 from training.evaluate_agent import (READOUTS, agent_readouts, evaluate_agent, excludes_chance, held_out_summary,
@@ -23,15 +23,8 @@ from training.evaluate_agent import (READOUTS, agent_readouts, evaluate_agent, e
 def tiny(tmp_path_factory):
     """(a random 2-layer Llama folder, a random non-zero LoRA adapter on it), as ``pra train`` would
     leave an agent before prompt records existed (no ``prompt.json``)."""
-    from peft import LoraConfig, get_peft_model
-    from transformers import LlamaForCausalLM
-
     root = tmp_path_factory.mktemp("tiny")
-    tiny_llama_folder(root / "base", layers=2, max_position_embeddings=2048)
-    model = get_peft_model(LlamaForCausalLM.from_pretrained(root / "base"),
-                           LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
-    model.peft_config["default"].base_model_name_or_path = str(root / "base")
-    model.save_pretrained(root / "agent")
+    tiny_lora_folder(root / "agent", tiny_llama_folder(root / "base", layers=2, max_position_embeddings=2048))
     return root
 
 

@@ -29,7 +29,7 @@ from pra.benchmarks import load_eval_benchmark
 from pra.models import default_dtype, load_causal_lm
 from pra.prompts import DIRECT_PREFIX, policy_messages
 from pra.reward_agent import PROMPT_RECORD, RewardAgent, ScoreRequest, load_reward_agent
-from tests.fakes import FixedRetriever, tiny_llama_folder, tiny_tokenizer
+from tests.fakes import FixedRetriever, tiny_llama_folder, tiny_lora_folder, tiny_tokenizer
 
 DEVICE = os.environ.get("PRA_GPU_TEST_DEVICE") or "cuda"
 KIND = torch.device(DEVICE).type
@@ -52,15 +52,11 @@ PROMPT = ("Scurvy is caused by a deficiency of vitamin C, which the body needs t
 def tiny(tmp_path_factory):
     """Folders: ``base`` (a random 2-layer Llama), ``agent`` (a random non-zero LoRA adapter on it, with
     the prompt record ``pra train`` writes), ``encoder`` (a random 2-layer BERT with the same tokenizer)."""
-    from peft import LoraConfig, get_peft_model
-    from transformers import BertConfig, BertModel, LlamaForCausalLM
+    from transformers import BertConfig, BertModel
 
     root = tmp_path_factory.mktemp("gpu")
-    tiny_llama_folder(root / "base", layers=2, initializer_range=0.2, max_position_embeddings=2048)
-    agent = get_peft_model(LlamaForCausalLM.from_pretrained(root / "base"),
-                           LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
-    agent.peft_config["default"].base_model_name_or_path = str(root / "base")
-    agent.save_pretrained(root / "agent")
+    base = tiny_llama_folder(root / "base", layers=2, initializer_range=0.2, max_position_embeddings=2048)
+    tiny_lora_folder(root / "agent", base)
     (root / "agent" / PROMPT_RECORD).write_text('{"earlier_rewards": false}\n')
     tok = tiny_tokenizer()
     torch.manual_seed(0)
