@@ -1,7 +1,11 @@
 """The label-quality reference: rotated rollouts cancel a letter preference exactly, answering states
 are their own outcome, and the per-teacher report reads agreement and AUROC against the reference."""
+import json
+
 import pytest
 
+from pra.benchmarks import load_benchmark
+from pra.errors import UserError
 from pra.types import Question
 from tests.fakes import ScriptedPolicy
 from training.config import LabelConfig
@@ -19,6 +23,9 @@ def test_rotated_rollouts_score_a_letter_preference_at_chance():
     assert [g["share"] for g in got] == [0.25, 0.25, 1.0, 0.0]
     assert [len(a["answers"]) for a in got[0]["answers"]] == [4, 4, 4, 4]     # 16 = 4 per rotation
     assert {a["rotation"] for a in got[0]["answers"]} == {"q1", "q1@r1", "q1@r2", "q1@r3"}
+
+
+QID = load_benchmark("medmcqa-train", limit=1).questions[0].id
 
 
 def record(step_index: int, step: str, **labels) -> dict:
@@ -44,3 +51,31 @@ def test_report_per_teacher():
     assert "judge" not in every and "rollout" not in every
     records[1] = record(2, "b", **gold(0.2))            # now it calls the falling step a rise
     assert quality(records, shares)["all_steps"]["goldprob"]["rise"]["agreement"] == 0.75
+
+
+def labelled_folder(tmp_path, name: str, steps: list[str], **labels):
+    """A labels folder as ``pra label`` leaves it: label_config.json (with its fingerprint), traces, labels."""
+    from training.label import _check_settings
+    folder = tmp_path / name
+    folder.mkdir()
+    _check_settings(folder / "label_config.json", LabelConfig(out=str(folder), benchmark="medmcqa-train", limit=2,
+                                                              rollout_steps=1), "training", chat=False)
+    (folder / "traces.jsonl").write_text(json.dumps({"id": QID, "traces": [{"steps": steps, "answer": None}]}) + "\n")
+    (folder / "labels.jsonl").write_text("".join(
+        json.dumps({**record(k, s), "question_id": QID, "id": f"{QID}/t0/s{k}", **labels}) + "\n"
+        for k, s in enumerate(steps, 1)))
+    return folder
+
+
+def test_reference_reads_the_settings_pra_label_wrote_and_merges_teachers_over_the_same_traces(tmp_path, monkeypatch):
+    import training.label_quality as lq
+    monkeypatch.setattr(lq, "_backend", lambda *a: ScriptedPolicy(lambda *_: "Think.", force="A"))
+    gold = labelled_folder(tmp_path, "gold", ["a", "b"], goldprob_dp=0.1, goldprob_label=1)
+    judge = labelled_folder(tmp_path, "judge", ["a", "b"], m_docs=0.5, judge_label=1)
+    report = lq.main([str(gold / "labels.jsonl"), str(judge / "labels.jsonl"), "--questions", "1", "--rollouts", "4"])
+    assert report["all_steps"]["steps"] == 2
+    assert {"goldprob", "judge"} <= set(report["all_steps"]) and "rollout" not in report["all_steps"]
+    assert (gold / "reference-r4-s1.jsonl").is_file() and (gold / "label_quality.json").is_file()
+    other = labelled_folder(tmp_path, "other", ["a", "c"], m_docs=0.5, judge_label=1)
+    with pytest.raises(UserError, match="same traces"):
+        lq.main([str(gold / "labels.jsonl"), str(other / "labels.jsonl"), "--questions", "1", "--rollouts", "4"])

@@ -327,8 +327,8 @@ def goldprob_reader(cfg: LabelConfig, policy: LMBackend) -> LMBackend:
 # Settings that choose the questions, pace the work or say where it goes; a resumed run may change them,
 # not the others (they are left out of the label set's fingerprint).
 PACING = {"out", "limit", "shard", "batch_size", "max_active", "chunk"}
-# What label_config.json holds beside the LabelConfig fields (and the fingerprint).
-RECORDED = ("purpose", "policy_prompt")
+# What label_config.json holds beside the LabelConfig fields.
+RECORDED = ("purpose", "policy_prompt", "fingerprint")
 # The policy's prompts a label set's teachers read: its traces' steps, and the steps after passages.
 LABEL_PROMPT_KINDS = ("steps", "docs")
 

@@ -1,5 +1,5 @@
 """Teachers' label quality against a stronger reference:
-``pra agent label-quality LABELS.jsonl [--questions 30] [--rollouts 16]``.
+``pra agent label-quality LABELS.jsonl [MORE_LABELS.jsonl ...] [--questions 30] [--rollouts 16]``.
 
 The reference of a state (a question and the steps so far) is the share of ``rollouts`` continuations
 by the labels' policy that reach the gold answer, continuation j asked under cyclic rotation j mod n
@@ -17,7 +17,9 @@ and the AUROC of its score (judge: m_docs; rollout: the share; goldprob: dp) aga
 and over the steps that give no answer: an answering step is its own outcome for the rollout and
 goldprob teachers and the reference alike, so it agrees there by construction.
 
-The rollouts are kept beside the labels in ``reference-r{rollouts}-s{seed}.jsonl`` (one record per
+More labels files over the same traces (another teacher's ``pra label`` run in a folder that holds a
+copy of the first one's traces.jsonl) add their teachers, step by step; the first file's teacher wins
+where two hold the same one. The rollouts are kept beside the first file's labels in ``reference-r{rollouts}-s{seed}.jsonl`` (one record per
 question, resumable);
 the report goes to stdout and ``label_quality.json``.
 """
@@ -142,24 +144,46 @@ def quality(records: list[dict], shares: dict) -> dict[str, Any]:
     return report
 
 
+def merged_records(paths: list[Path]) -> list[dict]:
+    """The first file's step records, each with the teacher fields the other files give the same step
+    (same id, same steps); a step another file holds with other text means other traces: refused."""
+    records = list(read_records(paths[0]))
+    by_id = {r["id"]: r for r in records}
+    for path in paths[1:]:
+        for r in read_records(path):
+            mine = by_id.get(r["id"])
+            if mine is None:
+                continue                                    # not labelled in the first file (yet)
+            if (mine["steps"], mine["step"]) != (r["steps"], r["step"]):
+                raise UserError(f"{path}: step {r['id']} is not {paths[0]}'s step {r['id']}; "
+                                "files compared together must label the same traces (copy traces.jsonl)")
+            for key, value in r.items():
+                mine.setdefault(key, value)
+    return records
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("labels", type=Path, help="labels.jsonl from pra label (traces.jsonl, label_config.json beside it)")
+    parser.add_argument("labels", type=Path, nargs="+",
+                        help="labels.jsonl from pra label (the first: traces.jsonl, label_config.json beside it); "
+                             "more files over the same traces add their teachers")
     parser.add_argument("--reference-only", action="store_true", help="roll out the reference (from the traces) and stop")
     parser.add_argument("--questions", type=int, default=30, help="the first N questions of the file")
     parser.add_argument("--rollouts", type=int, default=16, help="per state, spread evenly over the rotations")
     parser.add_argument("--seed", type=int, default=1, help="of the reference rollouts (not the labels' own)")
     args = parser.parse_args(argv)
-    if not args.reference_only and not args.labels.is_file():
-        raise MissingFile(f"no labels file {args.labels}")
+    missing = [] if args.reference_only else [str(p) for p in args.labels if not p.is_file()]
+    if missing:
+        raise MissingFile(f"no labels file {', '.join(missing)}")
     if args.rollouts < 1 or args.questions < 1:
         raise UserError("--rollouts and --questions must be >= 1")
-    shares = build_reference(args.labels.parent, args.questions, args.rollouts, args.seed)
+    first = args.labels[0]
+    shares = build_reference(first.parent, args.questions, args.rollouts, args.seed)
     if args.reference_only:
         return {"states": len(shares)}
-    report = {"labels": str(args.labels), "rollouts": args.rollouts,
-              **quality(list(read_records(args.labels)), shares)}
-    (args.labels.parent / "label_quality.json").write_text(json.dumps(report, indent=2))
+    report = {"labels": [str(p) for p in args.labels], "rollouts": args.rollouts,
+              **quality(merged_records(args.labels), shares)}
+    (first.parent / "label_quality.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
     return report
 
