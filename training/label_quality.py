@@ -76,8 +76,9 @@ def reference_shares(cfg: LabelConfig, policy, states: list[tuple[Question, tupl
 
 
 def build_reference(folder: Path, questions: int | None, rollouts: int, seed: int, chunk: int = 2) -> dict:
-    """The reference share of every state of the traces of the first ``questions`` questions in
-    ``folder`` (``pra label``'s: traces.jsonl, label_config.json), from (or added to) the reference
+    """The reference share of every state of the traces of the first ``questions`` questions (in the
+    labelled benchmark's order) in ``folder`` (``pra label``'s: traces.jsonl, label_config.json), from
+    (or added to) the reference
     file: {(question id, steps): share}. It needs the traces only, so it may run beside the labelling."""
     settings, traces = folder / "label_config.json", folder / "traces.jsonl"
     for needed in (settings, traces):
@@ -85,8 +86,9 @@ def build_reference(folder: Path, questions: int | None, rollouts: int, seed: in
             raise MissingFile(f"{needed}: pra label writes it (the policy to roll out, the traces)")
     data = {k: v for k, v in json.loads(settings.read_text()).items() if k not in RECORDED}
     cfg = replace(LabelConfig(**data), seed=seed)     # another seed: rotation 0 must not repeat the rollout teacher
-    chosen = list(read_records(traces))[:questions]
     known = {q.id: q for q in load_benchmark(cfg.benchmark, limit=cfg.limit).questions}
+    written = {r["id"]: r for r in read_records(traces)}     # in the order the traces finished
+    chosen = [written[i] for i in known if i in written][:questions]
     path = folder / f"reference-r{rollouts}-s{seed}.jsonl"
     with JsonlWriter(path) as writer:
         todo = [r for r in chosen if r["id"] not in writer.done]
@@ -168,7 +170,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="labels.jsonl from pra label (the first: traces.jsonl, label_config.json beside it); "
                              "more files over the same traces add their teachers")
     parser.add_argument("--reference-only", action="store_true", help="roll out the reference (from the traces) and stop")
-    parser.add_argument("--questions", type=int, default=30, help="the first N questions of the file")
+    parser.add_argument("--questions", type=int, default=30, help="the first N questions the labels' traces hold, in the benchmark's order")
     parser.add_argument("--rollouts", type=int, default=16, help="per state, spread evenly over the rotations")
     parser.add_argument("--seed", type=int, default=1, help="of the reference rollouts (not the labels' own)")
     args = parser.parse_args(argv)

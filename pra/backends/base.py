@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from pra.types import Message
 from pra.errors import UserError
@@ -130,6 +130,28 @@ def render_chat(tokenizer, messages: list[Message], assistant_prefix: str = "") 
         chat = [{"role": m.role, "content": m.content} for m in messages]
         return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) + assistant_prefix
     return "\n\n".join(m.content for m in messages) + "\n\n" + assistant_prefix
+
+
+class TokenizerBackend(LMBackend):
+    """A backend that renders, splits and counts prompts with a Hugging Face tokenizer
+    (``self.tokenizer``), the same way whichever engine runs them."""
+
+    tokenizer: Any
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(self.tokenizer.chat_template)
+
+    def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
+        return render_chat(self.tokenizer, messages, assistant_prefix)
+
+    def _tokens(self, text: str, head: bool = True) -> list[int]:
+        """The ids of ``text``; chat templates carry their special tokens, so only a plain prompt's head
+        gets the tokenizer's BOS (a suffix tokenized apart, ``head=False``, never does)."""
+        return self.tokenizer(text, add_special_tokens=head and not self.has_chat_template)["input_ids"]
+
+    def prompt_tokens(self, prompt: str) -> int:
+        return len(self._tokens(prompt))
 
 
 class MissingLogprobs(UserError):

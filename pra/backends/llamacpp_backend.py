@@ -24,9 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
-from pra.backends.base import (BackendNotInstalled, BackendStats, Completion, LMBackend, Message,
-                               SamplingParams, SlotLogprobs, completion_from_ids, hit_stop, render_chat,
-                               single_token_ids)
+from pra.backends.base import (BackendNotInstalled, BackendStats, Completion, SamplingParams, SlotLogprobs,
+                               TokenizerBackend, completion_from_ids, hit_stop, single_token_ids)
 from pra.errors import UserError
 from pra.selection import stable_seed
 
@@ -48,7 +47,7 @@ class _Seq:
     tokens: list[int] = field(default_factory=list)
 
 
-class LlamaCppBackend(LMBackend):
+class LlamaCppBackend(TokenizerBackend):
     def __init__(self, model: str, n_ctx: int = 32768, max_seqs: int = 64, n_batch: int = 512,
                  threads: int | None = None, adapter: str | None = None, share_prefix: bool = True):
         """``model``: an embedded name with a GGUF (see ``pra models``) or a path to a ``.gguf`` file.
@@ -101,19 +100,6 @@ class LlamaCppBackend(LMBackend):
             self.ll.llama_free(self._ctx)
             self.ll.llama_model_free(self._model)
             self._ctx = None
-
-    @property
-    def has_chat_template(self) -> bool:
-        return bool(self.tokenizer.chat_template)
-
-    def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
-        return render_chat(self.tokenizer, messages, assistant_prefix)
-
-    def _tokens(self, prompt: str) -> list[int]:
-        return self.tokenizer(prompt, add_special_tokens=not self.has_chat_template)["input_ids"]
-
-    def prompt_tokens(self, prompt: str) -> int:
-        return len(self._tokens(prompt))
 
     # -- the KV cache -------------------------------------------------------------------------------
 
@@ -303,7 +289,7 @@ class LlamaCppBackend(LMBackend):
         start = time.perf_counter()
         digit_ids = single_token_ids(self.tokenizer, digits, self.name)
         (sep_id,) = single_token_ids(self.tokenizer, [sep], self.name)
-        rows = [self._tokens(pre) + self.tokenizer(suf, add_special_tokens=False)["input_ids"]
+        rows = [self._tokens(pre) + self._tokens(suf, head=False)
                 for pre, suf in prompts]
         result: list[SlotLogprobs | None] = [None] * len(prompts)
         for group, out in self._next_logprobs(rows, then=2):

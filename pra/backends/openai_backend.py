@@ -36,8 +36,8 @@ from typing import Sequence
 import requests
 from requests.adapters import HTTPAdapter
 
-from pra.backends.base import (BackendStats, Completion, LMBackend, Message, SamplingParams, SlotLogprobs,
-                               cut_at_stop, pick_logprobs, render_chat, renormalise, single_token_ids)
+from pra.backends.base import (BackendStats, Completion, SamplingParams, SlotLogprobs, TokenizerBackend,
+                               cut_at_stop, pick_logprobs, renormalise, single_token_ids)
 from pra.errors import UserError
 from pra.redact import redact_text, redact_url
 from pra.selection import stable_seed
@@ -111,7 +111,7 @@ class ServerError(UserError, RuntimeError):
     """A request the server refused (4xx), or one that kept failing (connection, timeout, 429, 5xx)."""
 
 
-class OpenAIBackend(LMBackend):
+class OpenAIBackend(TokenizerBackend):
     def __init__(self, base_url: str | None, model: str, tokenizer: str | None = None, api_key: str | None = None,
                  timeout: float | None = None, max_retries: int | None = None, backoff: float = 0.5,
                  concurrency: int | None = None, top_logprobs: int = 20, extra_body: dict | None = None,
@@ -157,13 +157,6 @@ class OpenAIBackend(LMBackend):
         self._lock = threading.Lock()
         self._seeds = itertools.count()
         self._one_per_request = False   # set once the server returns fewer choices than asked (ignores n)
-
-    @property
-    def has_chat_template(self) -> bool:
-        return bool(self.tokenizer.chat_template)
-
-    def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
-        return render_chat(self.tokenizer, messages, assistant_prefix)
 
     def close(self) -> None:
         self.pool.shutdown()

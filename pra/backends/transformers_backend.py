@@ -11,15 +11,15 @@ from transformers import Cache
 from transformers.cache_utils import DynamicLayer
 
 from pra.models import cache_argument, load_causal_lm
-from pra.backends.base import (BackendStats, Completion, LMBackend, Message, SamplingParams,
-                              SlotLogprobs, completion_from_ids, hit_stop, render_chat, single_token_ids)
+from pra.backends.base import (BackendStats, Completion, SamplingParams, SlotLogprobs, TokenizerBackend,
+                               completion_from_ids, hit_stop, single_token_ids)
 from pra.backends.prefix_cache import BLOCK, PrefixCache
 from pra.selection import stable_seed
 
 FORWARD_COST = 32        # the fixed cost of one forward pass, in tokens of work (one CPU core, ~135M)
 
 
-class TransformersBackend(LMBackend):
+class TransformersBackend(TokenizerBackend):
     def __init__(self, model: str, batch_size: int = 32, dtype: str | None = None, device: str | None = None,
                  adapter: str | None = None, share_prefix: bool = True, cache_tokens: int = 64_000,
                  model_kwargs: dict | None = None):
@@ -49,20 +49,6 @@ class TransformersBackend(LMBackend):
     @property
     def device(self) -> torch.device:
         return self.model.device
-
-    @property
-    def has_chat_template(self) -> bool:
-        return bool(self.tokenizer.chat_template)
-
-    def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
-        return render_chat(self.tokenizer, messages, assistant_prefix)
-
-    def _tokens(self, prompt: str) -> list[int]:
-        # Chat templates already carry their special tokens; plain prompts get the tokenizer's BOS.
-        return self.tokenizer(prompt, add_special_tokens=not self.has_chat_template)["input_ids"]
-
-    def prompt_tokens(self, prompt: str) -> int:
-        return len(self._tokens(prompt))
 
     # -- forward passes -------------------------------------------------------------------------------
 
@@ -258,7 +244,7 @@ class TransformersBackend(LMBackend):
         cache computes it once."""
         start = time.perf_counter()
         digit_ids, (sep_id,) = self.token_ids(digits), self.token_ids([sep])
-        rows = [self._tokens(pre) + self.tokenizer(suf, add_special_tokens=False)["input_ids"]
+        rows = [self._tokens(pre) + self._tokens(suf, head=False)
                 for pre, suf in prompts]
         out: list[SlotLogprobs | None] = [None] * len(prompts)
         for groups, cache, mask, logits in self._batches(rows, 2):

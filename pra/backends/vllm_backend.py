@@ -14,8 +14,8 @@ import os
 import time
 from typing import Sequence
 
-from pra.backends.base import (BackendNotInstalled, BackendStats, Completion, LMBackend, Message, SamplingParams,
-                               SlotLogprobs, cut_at_stop, render_chat, single_token_ids, renormalise)
+from pra.backends.base import (BackendNotInstalled, BackendStats, Completion, SamplingParams, SlotLogprobs,
+                               TokenizerBackend, cut_at_stop, renormalise, single_token_ids)
 
 CPU_KV_CACHE_GIB = 2     # vLLM's CPU default reserves 92% of memory up front; 2 GiB holds ~45k SmolLM2 tokens
 CPU_BLOCK_SIZE = 32      # prefix caching reuses whole blocks; the CPU default (128) misses a beam's shared head
@@ -86,7 +86,7 @@ def token_logprobs(output) -> dict[int, float]:
     return {tid: lp.logprob for tid, lp in output.outputs[0].logprobs[0].items()}
 
 
-class VLLMBackend(LMBackend):
+class VLLMBackend(TokenizerBackend):
     def __init__(self, model: str, dtype: str | None = None, adapter: str | None = None, seed: int = 0,
                  **engine_kwargs):
         """``model``: embedded name, hub id or folder; ``adapter``: a peft LoRA folder, applied per request
@@ -116,17 +116,6 @@ class VLLMBackend(LMBackend):
         self.stats = BackendStats(extra={"cached_prompt_tokens": 0})
         self._seeds = itertools.count()
 
-    @property
-    def has_chat_template(self) -> bool:
-        return bool(self.tokenizer.chat_template)
-
-    def render(self, messages: list[Message], assistant_prefix: str = "") -> str:
-        return render_chat(self.tokenizer, messages, assistant_prefix)
-
-    def _encode(self, text: str, head: bool = True) -> list[int]:
-        # Chat templates carry their special tokens; plain prompts get the tokenizer's BOS at the head.
-        return self.tokenizer(text, add_special_tokens=head and not self.has_chat_template)["input_ids"]
-
     def token_ids(self, choices: list[str] | tuple[str, ...]) -> list[int]:
         return single_token_ids(self.tokenizer, choices, self.name)
 
@@ -149,9 +138,6 @@ class VLLMBackend(LMBackend):
         params = [self._sampling(n=1, temperature=0.0, max_tokens=1, logprob_token_ids=list(w)) for w in wanted]
         return [[token_logprobs(o)[t] for t in w] for o, w in zip(self._run(ids, params), wanted)]
 
-    def prompt_tokens(self, prompt: str) -> int:
-        return len(self._encode(prompt))
-
     def generate(self, prompts: list[str], params: SamplingParams,
                  seeds: Sequence[int] | None = None) -> list[list[Completion]]:
         """One engine call; each prompt gets its own seed: from ``seeds``, else ``params.seed`` + a
@@ -161,13 +147,13 @@ class VLLMBackend(LMBackend):
         if seeds is None:
             seeds = [None if params.seed is None else params.seed + next(self._seeds) for _ in prompts]
         per_prompt = [self._sampling(**sampling_kwargs(params, seed)) for seed in seeds]
-        outs = self._run([self._encode(p) for p in prompts], per_prompt)
+        outs = self._run([self._tokens(p) for p in prompts], per_prompt)
         self._done(start)
         return [completions(o, params.stop) * (params.n if greedy else 1) for o in outs]
 
     def choice_logprobs(self, prompts: list[str], choices: list[list[str]]) -> list[dict[str, float]]:
         start = time.perf_counter()
-        read = self._read([self._encode(p) for p in prompts], [self.token_ids(opts) for opts in choices])
+        read = self._read([self._tokens(p) for p in prompts], [self.token_ids(opts) for opts in choices])
         self._done(start)
         return [renormalise(dict(zip(opts, lp))) for opts, lp in zip(choices, read)]
 
@@ -179,8 +165,8 @@ class VLLMBackend(LMBackend):
         whole prompt) once."""
         start = time.perf_counter()
         digit_ids, (sep_id,) = self.token_ids(digits), self.token_ids([sep])
-        heads = {p: self._encode(p) for p in dict.fromkeys(p for p, _ in prompts)}
-        ids = [heads[p] + self._encode(s, head=False) for p, s in prompts]
+        heads = {p: self._tokens(p) for p in dict.fromkeys(p for p, _ in prompts)}
+        ids = [heads[p] + self._tokens(s, head=False) for p, s in prompts]
         first = self._read(ids, [digit_ids] * len(ids))
         chosen = [digit_ids[max(range(len(digits)), key=lp.__getitem__)] for lp in first]
         second = self._read([x + [c, sep_id] for x, c in zip(ids, chosen)], [digit_ids] * len(ids))
