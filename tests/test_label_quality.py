@@ -71,11 +71,15 @@ def test_reference_reads_the_settings_pra_label_wrote_and_merges_teachers_over_t
     import training.label_quality as lq
     monkeypatch.setattr(lq, "_backend", lambda *a: ScriptedPolicy(lambda *_: "Think.", force="A"))
     gold = labelled_folder(tmp_path, "gold", ["a", "b"], goldprob_dp=0.1, goldprob_label=1)
+    second = load_benchmark("medmcqa-train", limit=2).questions[1].id     # its trace finished first
+    traces = gold / "traces.jsonl"
+    traces.write_text(json.dumps({"id": second, "traces": [{"steps": ["x"], "answer": None}]}) + "\n" + traces.read_text())
     judge = labelled_folder(tmp_path, "judge", ["a", "b"], m_docs=0.5, judge_label=1)
     report = lq.main([str(gold / "labels.jsonl"), str(judge / "labels.jsonl"), "--questions", "1", "--rollouts", "4"])
     assert report["all_steps"]["steps"] == 2
     assert {"goldprob", "judge"} <= set(report["all_steps"]) and "rollout" not in report["all_steps"]
-    assert (gold / "reference-r4-s1.jsonl").is_file() and (gold / "label_quality.json").is_file()
+    assert [json.loads(line)["id"] for line in (gold / "reference-r4-s1.jsonl").open()] == [QID]   # the benchmark's first
+    assert (gold / "label_quality.json").is_file()
     other = labelled_folder(tmp_path, "other", ["a", "c"], m_docs=0.5, judge_label=1)
     with pytest.raises(UserError, match="same traces"):
         lq.main([str(gold / "labels.jsonl"), str(other / "labels.jsonl"), "--questions", "1", "--rollouts", "4"])
