@@ -63,12 +63,12 @@ def methods() -> list[list[str]]:
 
 
 def recipes() -> list[list[str]]:
-    rows = []
-    for folder, verb in ((ROOT / "search" / "recipes", "pra eval --recipe"),
-                         (ROOT / "training" / "recipes", "pra label/train --recipe"),
-                         (ROOT / "eval" / "suites", "pra eval --suite")):
-        for path in sorted(folder.glob("*.yaml")):
-            rows.append([path.stem, verb, _first_comment(path)])
+    from training.config import recipe_blocks
+
+    rows = [[p.stem, "pra eval --recipe", _first_comment(p)] for p in sorted((ROOT / "search" / "recipes").glob("*.yaml"))]
+    rows += [[p.stem, f"pra {'/'.join(recipe_blocks(p))} --recipe", _first_comment(p)]
+             for p in sorted((ROOT / "training" / "recipes").glob("*.yaml"))]
+    rows += [[p.stem, "pra eval --suite", _first_comment(p)] for p in sorted((ROOT / "eval" / "suites").glob("*.yaml"))]
     return rows
 
 

@@ -85,7 +85,8 @@ def test_a_recipe_that_sets_sample_and_out_runs(monkeypatch, capsys, no_models):
 
 LISTS = [("benchmarks", ["medmcqa-eval", "1,183 questions", "MIT", "training only"]),
          ("methods", ["pra", "self-consistency", "--reward-agent"]),
-         ("recipes", ["demo", "pra-cpu", "report-cpu", "pra eval --suite"]),
+         ("recipes", ["demo", "pra-cpu", "report-cpu", "pra eval --suite", "pra label/train --recipe",
+                      "pra train --recipe", "pra label --recipe"]),     # each training recipe: the blocks it has
          ("agents", ["pra-smollm2-goldprob (default)", "LoRA on smollm2-135m-instruct", "Apache-2.0"]),
          ("corpora", ["medcorp-mini", "10,000 passages", "CC BY 4.0", "minilm-l6-v2-flat"]),
          ("models", ["smollm2-135m-instruct", "minilm-l6-v2", "Apache-2.0"])]
