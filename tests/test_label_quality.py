@@ -45,6 +45,7 @@ def test_report_per_teacher():
     every, open_steps = report["all_steps"], report["steps_without_answer"]
     assert (every["steps"], open_steps["steps"]) == (4, 3)
     assert every["reference"]["value_positive"] == 0.5 and every["reference"]["rise_positive"] == 0.5
+    assert open_steps["reference"]["value_constant_agreement"] == round(2 / 3, 4)    # 2 of 3 open steps: value 1
     # one question: no interval (each resample would be that question)
     assert every["goldprob"]["rise"] == {"agreement": 1.0, "auroc": 1.0, "auroc_ci95": None}
     assert every["goldprob"]["value"]["agreement"] == 1.0 and open_steps["goldprob"]["positive"] == round(2 / 3, 4)

@@ -13,7 +13,9 @@ two reference labels:
 
 Per teacher in the file: the positive share of its label, its agreement with each reference label,
 and the AUROC of its score (judge: m_docs; rollout: the share; goldprob: dp) against each, with a
-95% interval from a bootstrap over questions (a question's steps share its trace). Over all steps,
+95% interval from a bootstrap over questions (a question's steps share its trace). The trivial
+baselines: AUROC 0.5, and for agreement a constant label's (``*_constant_agreement`` beside the
+reference). Over all steps,
 and over the steps that give no answer: an answering step is its own outcome for the rollout and
 goldprob teachers and the reference alike, so it agrees there by construction.
 
@@ -124,8 +126,11 @@ def quality(records: list[dict], shares: dict) -> dict[str, Any]:
         if not chosen:
             report[subset] = part
             continue
+        positive = {k: statistics.fmean(s[k] for s in chosen) for k in REFERENCES}
         part["reference"] = {"mean_share": round(statistics.fmean(s["ref"] for s in chosen), 4),
-                             **{f"{k}_positive": round(statistics.fmean(s[k] for s in chosen), 4) for k in REFERENCES}}
+                             **{f"{k}_positive": round(p, 4) for k, p in positive.items()},
+                             # the trivial baseline of a teacher's agreement: one constant label for every step
+                             **{f"{k}_constant_agreement": round(max(p, 1 - p), 4) for k, p in positive.items()}}
         units = [SimpleNamespace(question_id=s["question_id"]) for s in chosen]
         for teacher, key in LABEL_KEYS.items():
             have = [i for i, s in enumerate(chosen) if s.get(key) is not None]
