@@ -15,15 +15,15 @@ Per teacher in the file: the positive share of its label, its agreement with eac
 and the AUROC of its score (judge: m_docs; rollout: the share; goldprob: dp) against each, with a
 95% interval from a bootstrap over questions (a question's steps share its trace). The trivial
 baselines: AUROC 0.5, and for agreement a constant label's (``*_constant_agreement`` beside the
-reference). Over all steps,
-and over the steps that give no answer: an answering step is its own outcome for the rollout and
-goldprob teachers and the reference alike, so it agrees there by construction.
+reference). Over all steps, and over the steps that give no answer: an answering step is its own
+outcome for the rollout and goldprob teachers and the reference alike, so it agrees there by
+construction.
 
 More labels files over the same traces (another teacher's ``pra label`` run in a folder that holds a
 copy of the first one's traces.jsonl) add their teachers, step by step; the first file's teacher wins
-where two hold the same one. The rollouts are kept beside the first file's labels in ``reference-r{rollouts}-s{seed}.jsonl`` (one record per
-question, resumable);
-the report goes to stdout and ``label_quality.json``.
+where two hold the same one. The rollouts are kept beside the first file's labels in
+``reference-r{rollouts}-s{seed}.jsonl`` (one record per question, resumable); the report goes to
+stdout and ``label_quality.json``.
 """
 from __future__ import annotations
 
@@ -80,8 +80,8 @@ def reference_shares(cfg: LabelConfig, policy, states: list[tuple[Question, tupl
 def build_reference(folder: Path, questions: int | None, rollouts: int, seed: int, chunk: int = 2) -> dict:
     """The reference share of every state of the traces of the first ``questions`` questions (in the
     labelled benchmark's order) in ``folder`` (``pra label``'s: traces.jsonl, label_config.json), from
-    (or added to) the reference
-    file: {(question id, steps): share}. It needs the traces only, so it may run beside the labelling."""
+    (or added to) the reference file: {(question id, steps): share}. It needs the traces only, so it
+    may run beside the labelling."""
     settings, traces = folder / "label_config.json", folder / "traces.jsonl"
     for needed in (settings, traces):
         if not needed.is_file():
