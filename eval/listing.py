@@ -63,7 +63,7 @@ def methods() -> list[list[str]]:
 
 
 def recipes() -> list[list[str]]:
-    from training.config import recipe_blocks
+    from pra.config_files import recipe_blocks
 
     rows = [[p.stem, "pra eval --recipe", _first_comment(p)] for p in sorted((ROOT / "search" / "recipes").glob("*.yaml"))]
     rows += [[p.stem, f"pra {'/'.join(recipe_blocks(p))} --recipe", _first_comment(p)]

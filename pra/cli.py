@@ -493,7 +493,8 @@ def _add_config_flags(p: argparse.ArgumentParser, cls: type, section: str, group
     generated from their metadata (``pra.options``) into ``groups``; each default shown is the one a
     recipe that leaves the field out gets."""
     from pra.options import add_flags
-    from training.config import RECIPES, recipe_blocks
+    from pra.config_files import recipe_blocks
+    from training.config import RECIPES
 
     shipped = sorted(f.stem for f in RECIPES.glob("*.yaml") if section in recipe_blocks(f))
     groups["recipe"].add_argument("--recipe", default="cpu", metavar="NAME|FILE",

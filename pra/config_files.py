@@ -29,6 +29,12 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def recipe_blocks(path: Path) -> list[str]:
+    """The commands a training recipe has a block for (``label:``, ``train:``), for listings and help."""
+    text = "\n" + path.read_text()
+    return [block for block in ("label", "train") if f"\n{block}:" in text]
+
+
 # ---- the one check of a settings mapping against the config dataclass it fills ----------------------
 
 def _describe(tp: Any) -> str:

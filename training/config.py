@@ -18,12 +18,6 @@ TEACHERS = ("judge", "rollout", "goldprob")
 GOLDPROB_DTYPES = ("float32", "bfloat16", "float16")     # what the transformers backend loads weights in
 
 
-def recipe_blocks(path: Path) -> list[str]:
-    """The commands a training recipe has a block for (``label:``, ``train:``), for listings and help."""
-    text = "\n" + path.read_text()
-    return [block for block in ("label", "train") if f"\n{block}:" in text]
-
-
 def _backends() -> tuple[str, ...]:
     from pra.backends import BACKENDS
     return tuple(BACKENDS)
