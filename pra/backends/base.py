@@ -106,23 +106,6 @@ def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
 STOP_WINDOW = 8     # newest tokens decoded per step to look for a stop string
 
 
-def hit_stop(tokenizer, ids: list[int], stop: tuple[str, ...]) -> bool:
-    """Whether the newest tokens of ``ids`` hold a stop string (for backends that decode token by token)."""
-    if not stop:
-        return False
-    tail = tokenizer.decode(ids[-STOP_WINDOW:], skip_special_tokens=True)
-    return any(s in tail for s in stop)
-
-
-def completion_from_ids(tokenizer, ids: list[int], ends: set[int], stop: tuple[str, ...]) -> Completion:
-    """A completion from decoded token ids: cut at the first end token, then at the first stop string;
-    the end token counts among its tokens."""
-    ended = next((k for k, t in enumerate(ids) if t in ends), None)
-    kept = ids if ended is None else ids[:ended]
-    text, found = cut_at_stop(tokenizer.decode(kept, skip_special_tokens=True), stop)
-    return Completion(text=text, tokens=len(kept) + (ended is not None), stopped=found or ended is not None)
-
-
 def render_chat(tokenizer, messages: list[Message], assistant_prefix: str = "") -> str:
     """``LMBackend.render`` for backends holding a Hugging Face tokenizer, so that all of them build the
     same prompt: the chat template (plain text without one), then the assistant's text so far."""
@@ -152,6 +135,30 @@ class TokenizerBackend(LMBackend):
 
     def prompt_tokens(self, prompt: str) -> int:
         return len(self._tokens(prompt))
+
+
+class TokenDecoderBackend(TokenizerBackend):
+    """A tokenizer backend that decodes token by token in this process (transformers, llama.cpp): it
+    knows its end tokens (``self._ends``) and turns the ids it decoded into completions itself."""
+
+    _ends: set[int]
+
+    def _stopped(self, ids: list[int], stop: tuple[str, ...]) -> bool:
+        """Whether the newest tokens of ``ids`` hold a stop string."""
+        if not stop:
+            return False
+        tail = self.tokenizer.decode(ids[-STOP_WINDOW:], skip_special_tokens=True)
+        return any(s in tail for s in stop)
+
+    def _completion(self, ids: list[int], params: SamplingParams) -> Completion:
+        """A completion from decoded token ids: cut at the first end token, then at the first stop
+        string; the end token counts among its tokens."""
+        ended = next((k for k, t in enumerate(ids) if t in self._ends), None)
+        kept = ids if ended is None else ids[:ended]
+        text, found = cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), params.stop)
+        done = Completion(text=text, tokens=len(kept) + (ended is not None), stopped=found or ended is not None)
+        self.stats.generated_tokens += done.tokens
+        return done
 
 
 class MissingLogprobs(UserError):

@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from pra.backends.base import (BackendNotInstalled, BackendStats, Completion, SamplingParams, SlotLogprobs,
-                               TokenizerBackend, completion_from_ids, hit_stop, single_token_ids)
+                               TokenDecoderBackend, single_token_ids)
 from pra.errors import UserError
 from pra.selection import stable_seed
 
@@ -47,7 +47,7 @@ class _Seq:
     tokens: list[int] = field(default_factory=list)
 
 
-class LlamaCppBackend(TokenizerBackend):
+class LlamaCppBackend(TokenDecoderBackend):
     def __init__(self, model: str, n_ctx: int = 32768, max_seqs: int = 64, n_batch: int = 512,
                  threads: int | None = None, adapter: str | None = None, share_prefix: bool = True):
         """``model``: an embedded name with a GGUF (see ``pra models``) or a path to a ``.gguf`` file.
@@ -248,14 +248,6 @@ class LlamaCppBackend(TokenizerBackend):
                 break
             alive, logits = still, self._forward(entries)
         return [(rows[j][0], gen[j]) for j in range(len(rows))]
-
-    def _stopped(self, ids: list[int], stop: tuple[str, ...]) -> bool:
-        return hit_stop(self.tokenizer, ids, stop)
-
-    def _completion(self, ids: list[int], params: SamplingParams) -> Completion:
-        done = completion_from_ids(self.tokenizer, ids, self._ends, params.stop)
-        self.stats.generated_tokens += done.tokens
-        return done
 
     # -- readouts -----------------------------------------------------------------------------------
 

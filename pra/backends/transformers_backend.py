@@ -11,15 +11,15 @@ from transformers import Cache
 from transformers.cache_utils import DynamicLayer
 
 from pra.models import cache_argument, load_causal_lm
-from pra.backends.base import (BackendStats, Completion, SamplingParams, SlotLogprobs, TokenizerBackend,
-                               completion_from_ids, hit_stop, single_token_ids)
+from pra.backends.base import (BackendStats, Completion, SamplingParams, SlotLogprobs,
+                               TokenDecoderBackend, single_token_ids)
 from pra.backends.prefix_cache import BLOCK, PrefixCache
 from pra.selection import stable_seed
 
 FORWARD_COST = 32        # the fixed cost of one forward pass, in tokens of work (one CPU core, ~135M)
 
 
-class TransformersBackend(TokenizerBackend):
+class TransformersBackend(TokenDecoderBackend):
     def __init__(self, model: str, batch_size: int = 32, dtype: str | None = None, device: str | None = None,
                  adapter: str | None = None, share_prefix: bool = True, cache_tokens: int = 64_000,
                  model_kwargs: dict | None = None):
@@ -210,14 +210,6 @@ class TransformersBackend(TokenizerBackend):
                                 **{self._cache_arg: cache}, use_cache=True).logits[:, -1].float()
             pos = pos + 1
         return out
-
-    def _stopped(self, ids: list[int], stop: tuple[str, ...]) -> bool:
-        return hit_stop(self.tokenizer, ids, stop)
-
-    def _completion(self, ids: list[int], params: SamplingParams) -> Completion:
-        done = completion_from_ids(self.tokenizer, ids, self._ends, params.stop)
-        self.stats.generated_tokens += done.tokens
-        return done
 
     def token_ids(self, choices: list[str] | tuple[str, ...]) -> list[int]:
         return single_token_ids(self.tokenizer, choices, self.name)
