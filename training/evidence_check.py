@@ -69,15 +69,17 @@ def check_records(question: Question, own: tuple[str, str, str], other: tuple[st
             for trace, (text, label) in enumerate(claims)]
 
 
-def build(questions: int, seed: int = 0, corpus: str = "medcorp-mini", max_doc_chars: int = 400) -> list[dict[str, Any]]:
-    """Label records for the first ``questions`` usable medmcqa-train questions in a seeded order."""
+def _pairs(questions: int, seed: int, corpus: str, exclude: frozenset[str], make) -> list[dict[str, Any]]:
+    """Records from ``make(question, its explanation, another question's, rng, pairs so far)`` (two per
+    usable question, [] for an unusable one) over medmcqa-train questions that have an explanation in
+    ``corpus`` and are not in ``exclude``, in a seeded order, until ``questions`` are usable."""
     explanations = {p.id.split("#")[0].split(":", 1)[1]: (p.id, p.title, p.text)
                     for p in load_corpus(corpus).passages if p.source == "medmcqa" and p.id.endswith("#0")}
     if len(explanations) < 2:
         raise UserError(f"{corpus}: holds too few medmcqa-train explanations to check steps against")
     rng = random.Random(seed)
     pool = sorted(explanations)
-    order = [q for q in load_benchmark("medmcqa-train").questions if q.id in explanations]
+    order = [q for q in load_benchmark("medmcqa-train").questions if q.id in explanations and q.id not in exclude]
     rng.shuffle(order)
     records: list[dict[str, Any]] = []
     for q in order:
@@ -86,7 +88,14 @@ def build(questions: int, seed: int = 0, corpus: str = "medcorp-mini", max_doc_c
         other = q.id
         while other == q.id:
             other = rng.choice(pool)
-        records += check_records(q, explanations[q.id], explanations[other], rng, max_doc_chars)
+        records += make(q, explanations[q.id], explanations[other], rng, len(records) // 2)
+    return records
+
+
+def build(questions: int, seed: int = 0, corpus: str = "medcorp-mini", max_doc_chars: int = 400) -> list[dict[str, Any]]:
+    """Label records for the first ``questions`` usable medmcqa-train questions in a seeded order."""
+    records = _pairs(questions, seed, corpus, frozenset(),
+                     lambda q, own, other, rng, _: check_records(q, own, other, rng, max_doc_chars))
     if len(records) < 2 * questions:
         raise UserError(f"{corpus}: only {len(records) // 2} questions have an explanation naming the gold option "
                         f"(asked for {questions})")
@@ -143,23 +152,8 @@ def build_contrast(questions: int, seed: int = 0, corpus: str = "medcorp-mini", 
                    exclude: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The contrast set for ``questions`` medmcqa-train questions not in ``exclude`` (e.g. the questions
     an agent trained on), in a seeded order; the forms alternate, so half are copies, half paraphrases."""
-    explanations = {p.id.split("#")[0].split(":", 1)[1]: (p.id, p.title, p.text)
-                    for p in load_corpus(corpus).passages if p.source == "medmcqa" and p.id.endswith("#0")}
-    if len(explanations) < 2:
-        raise UserError(f"{corpus}: holds too few medmcqa-train explanations to check steps against")
-    rng = random.Random(seed)
-    pool = sorted(explanations)
-    order = [q for q in load_benchmark("medmcqa-train").questions if q.id in explanations and q.id not in exclude]
-    rng.shuffle(order)
-    records: list[dict[str, Any]] = []
-    for q in order:
-        if len(records) == 2 * questions:
-            break
-        other = q.id
-        while other == q.id:
-            other = rng.choice(pool)
-        records += contrast_records(q, explanations[q.id], explanations[other], rng, max_doc_chars,
-                                    FORMS[len(records) // 2 % 2])
+    records = _pairs(questions, seed, corpus, exclude, lambda q, own, other, rng, n: contrast_records(
+        q, own, other, rng, max_doc_chars, FORMS[n % 2]))
     if len(records) < 2 * questions:
         raise UserError(f"{corpus}: only {len(records) // 2} questions fit the contrast set (asked for {questions})")
     return records
