@@ -49,9 +49,14 @@ def test_report_per_teacher():
     # one question: no interval (each resample would be that question)
     assert every["goldprob"]["rise"] == {"agreement": 1.0, "auroc": 1.0, "auroc_ci95": None}
     assert every["goldprob"]["value"]["agreement"] == 1.0 and open_steps["goldprob"]["positive"] == round(2 / 3, 4)
-    assert "judge" not in every and "rollout" not in every
+    assert "judge" not in every and "rollout" not in every and "auroc_differences" not in every
     records[1] = record(2, "b", **gold(0.2))            # now it calls the falling step a rise
     assert quality(records, shares)["all_steps"]["goldprob"]["rise"]["agreement"] == 0.75
+    # a second teacher that ranks every rise below every fall (AUROC 0), goldprob now 0.5 against rise
+    for r, m in zip(records, (-1.0, 0.5, -0.5, 1.0)):
+        r.update(m_docs=m, judge_label=int(m > 0))
+    diff = quality(records, shares)["all_steps"]["auroc_differences"]
+    assert list(diff) == ["goldprob - judge"] and diff["goldprob - judge"]["rise"] == {"difference": 0.5, "ci95": None}
 
 
 def labelled_folder(tmp_path, name: str, steps: list[str], **labels):
@@ -79,6 +84,7 @@ def test_reference_reads_the_settings_pra_label_wrote_and_merges_teachers_over_t
     report = lq.main([str(gold / "labels.jsonl"), str(judge / "labels.jsonl"), "--questions", "1", "--rollouts", "4"])
     assert report["all_steps"]["steps"] == 2
     assert {"goldprob", "judge"} <= set(report["all_steps"]) and "rollout" not in report["all_steps"]
+    assert set(report["all_steps"]["auroc_differences"]) == {"goldprob - judge"}
     assert [json.loads(line)["id"] for line in (gold / "reference-r4-s1.jsonl").open()] == [QID]   # the benchmark's first
     assert (gold / "label_quality.json").is_file()
     other = labelled_folder(tmp_path, "other", ["a", "c"], m_docs=0.5, judge_label=1)

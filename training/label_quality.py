@@ -13,7 +13,8 @@ two reference labels:
 
 Per teacher in the file: the positive share of its label, its agreement with each reference label,
 and the AUROC of its score (judge: m_docs; rollout: the share; goldprob: dp) against each, with a
-95% interval from a bootstrap over questions (a question's steps share its trace). The trivial
+95% interval from a bootstrap over questions (a question's steps share its trace); with more than one
+teacher, each pair's AUROC difference with a paired interval (``auroc_differences``). The trivial
 baselines: AUROC 0.5, and for agreement a constant label's (``*_constant_agreement`` beside the
 reference). Over all steps, and over the steps that give no answer: an answering step is its own
 outcome for the rollout and goldprob teachers and the reference alike, so it agrees there by
@@ -31,6 +32,7 @@ import argparse
 import json
 import statistics
 from dataclasses import replace
+from itertools import combinations
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -132,12 +134,13 @@ def quality(records: list[dict], shares: dict) -> dict[str, Any]:
                              # the trivial baseline of a teacher's agreement: one constant label for every step
                              **{f"{k}_constant_agreement": round(max(p, 1 - p), 4) for k, p in positive.items()}}
         units = [SimpleNamespace(question_id=s["question_id"]) for s in chosen]
+        scores: dict[str, np.ndarray] = {}
         for teacher, key in LABEL_KEYS.items():
             have = [i for i, s in enumerate(chosen) if s.get(key) is not None]
             if len(have) < len(chosen):
                 continue
             label = np.array([s[key] for s in chosen])
-            score = np.array([s[SCORES[teacher]] for s in chosen], dtype=float)
+            score = scores[teacher] = np.array([s[SCORES[teacher]] for s in chosen], dtype=float)
             row: dict[str, Any] = {"positive": round(float(label.mean()), 4)}
             for ref in REFERENCES:
                 y = np.array([s[ref] for s in chosen])
@@ -147,8 +150,31 @@ def quality(records: list[dict], shares: dict) -> dict[str, Any]:
                             "auroc": None if auroc is None else round(auroc, 4),
                             "auroc_ci95": None if ci is None else [round(c, 4) for c in ci]}
             part[teacher] = row
+        if len(scores) > 1:
+            part["auroc_differences"] = auroc_differences(chosen, units, scores)
         report[subset] = part
     return report
+
+
+def auroc_differences(steps: list[dict], units: list, scores: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Each pair of teachers' AUROC difference against each reference label, with a paired bootstrap
+    over questions (both AUROCs from the same resample): whether one teacher ranks steps better than
+    another, not only each better than chance."""
+    def difference(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> float | None:
+        pair = _auroc(y, a), _auroc(y, b)
+        return None if None in pair else pair[0] - pair[1]
+
+    out: dict[str, Any] = {}
+    for a, b in combinations(reversed(list(scores)), 2):
+        row = {}
+        for ref in REFERENCES:
+            y = np.array([s[ref] for s in steps])
+            d = difference(y, scores[a], scores[b])
+            ci = question_bootstrap(units, lambda idx: difference(y[idx], scores[a][idx], scores[b][idx]))
+            row[ref] = {"difference": None if d is None else round(d, 4),
+                        "ci95": None if ci is None else [round(c, 4) for c in ci]}
+        out[f"{a} - {b}"] = row
+    return out
 
 
 def merged_records(paths: list[Path]) -> list[dict]:
