@@ -32,7 +32,7 @@ import argparse
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from corpora.builders import load_corpus
 from pra.benchmarks import load_benchmark
@@ -69,7 +69,8 @@ def check_records(question: Question, own: tuple[str, str, str], other: tuple[st
             for trace, (text, label) in enumerate(claims)]
 
 
-def _pairs(questions: int, seed: int, corpus: str, exclude: frozenset[str], make) -> list[dict[str, Any]]:
+def _pairs(questions: int, seed: int, corpus: str, exclude: frozenset[str],
+           make: Callable[..., list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Records from ``make(question, its explanation, another question's, rng, pairs so far)`` (two per
     usable question, [] for an unusable one) over medmcqa-train questions that have an explanation in
     ``corpus`` and are not in ``exclude``, in a seeded order, until ``questions`` are usable."""

@@ -134,6 +134,7 @@ def quality(records: list[dict], shares: dict) -> dict[str, Any]:
                              # the trivial baseline of a teacher's agreement: one constant label for every step
                              **{f"{k}_constant_agreement": round(max(p, 1 - p), 4) for k, p in positive.items()}}
         units = [SimpleNamespace(question_id=s["question_id"]) for s in chosen]
+        ys = {ref: np.array([s[ref] for s in chosen]) for ref in REFERENCES}
         scores: dict[str, np.ndarray] = {}
         for teacher, key in LABEL_KEYS.items():
             have = [i for i, s in enumerate(chosen) if s.get(key) is not None]
@@ -142,8 +143,7 @@ def quality(records: list[dict], shares: dict) -> dict[str, Any]:
             label = np.array([s[key] for s in chosen])
             score = scores[teacher] = np.array([s[SCORES[teacher]] for s in chosen], dtype=float)
             row: dict[str, Any] = {"positive": round(float(label.mean()), 4)}
-            for ref in REFERENCES:
-                y = np.array([s[ref] for s in chosen])
+            for ref, y in ys.items():
                 auroc = _auroc(y, score)
                 ci = question_bootstrap(units, lambda idx: _auroc(y[idx], score[idx]))
                 row[ref] = {"agreement": round(float((label == y).mean()), 4),
@@ -151,12 +151,12 @@ def quality(records: list[dict], shares: dict) -> dict[str, Any]:
                             "auroc_ci95": None if ci is None else [round(c, 4) for c in ci]}
             part[teacher] = row
         if len(scores) > 1:
-            part["auroc_differences"] = auroc_differences(chosen, units, scores)
+            part["auroc_differences"] = auroc_differences(ys, units, scores)
         report[subset] = part
     return report
 
 
-def auroc_differences(steps: list[dict], units: list, scores: dict[str, np.ndarray]) -> dict[str, Any]:
+def auroc_differences(ys: dict[str, np.ndarray], units: list, scores: dict[str, np.ndarray]) -> dict[str, Any]:
     """Each pair of teachers' AUROC difference against each reference label, with a paired bootstrap
     over questions (both AUROCs from the same resample): whether one teacher ranks steps better than
     another, not only each better than chance."""
@@ -167,8 +167,7 @@ def auroc_differences(steps: list[dict], units: list, scores: dict[str, np.ndarr
     out: dict[str, Any] = {}
     for a, b in combinations(reversed(list(scores)), 2):
         row = {}
-        for ref in REFERENCES:
-            y = np.array([s[ref] for s in steps])
+        for ref, y in ys.items():
             d = difference(y, scores[a], scores[b])
             ci = question_bootstrap(units, lambda idx: difference(y[idx], scores[a][idx], scores[b][idx]))
             row[ref] = {"difference": None if d is None else round(d, 4),
