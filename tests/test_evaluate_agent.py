@@ -192,6 +192,18 @@ def test_the_shipped_agent_folder_is_still_read_with_its_older_prompt(tmp_path):
     assert "Step 1: Scurvy impairs collagen. (reward 0.80)" in prefix
 
 
+def test_the_command_writes_its_metrics_file_beside_a_recipe(tiny, tmp_path):
+    """`--out` names the metrics file; the recipe's own `out` (its run folder) must not swallow it."""
+    from pra import cli
+
+    labels = write_labels(tmp_path / "labels.jsonl")
+    out = tmp_path / "held-out.json"
+    cli.main(["agent", "evaluate", str(tiny / "agent"), "--recipe", "cpu", "--labels", str(labels),
+              "--reward-label", "judge", "--search-label", "always", "--val-fraction", "1.0", "--out", str(out)])
+    written = json.loads(out.read_text())
+    assert written["examples"] == 16 and written["labels"] == str(labels)
+
+
 def test_evaluate_agent_writes_the_held_out_keys(tiny, tmp_path):
     labels = write_labels(tmp_path / "labels.jsonl")
     metrics = evaluate_agent(str(tiny / "agent"), str(labels), "judge", "always", val_fraction=1.0, seed=0)

@@ -256,7 +256,8 @@ def main() -> None:
     ap.add_argument("--backbone", help="the untrained model to compare with (default: the adapter's base)")
     ap.add_argument("--baselines", action="store_true", help="planted-signal sets: the substring, BM25 and length "
                     "rules' AUROC on the same held-out steps, and the agent's paired difference from each")
-    ap.add_argument("--out", type=Path, help="write the metrics here as JSON (default: print only)")
+    ap.add_argument("--out", dest="metrics_out", type=Path,  # not `out`: that is the recipe's run folder
+                    help="write the metrics here as JSON (default: print only)")
     a = ap.parse_args()
     cfg = load_config(TrainConfig, "train", a.recipe, vars(a))
     if not Path(cfg.labels).is_file():
@@ -264,8 +265,8 @@ def main() -> None:
     metrics = evaluate_agent(a.agent, cfg.labels, cfg.reward_label, cfg.search_label, cfg.val_fraction, cfg.seed,
                              cfg.always_without_docs, cfg.max_doc_chars, a.backbone, a.baselines)
     text = json.dumps(metrics, indent=2)
-    if a.out:
-        a.out.write_text(text)
+    if a.metrics_out:
+        a.metrics_out.write_text(text)
     print(text)
 
 
