@@ -13,8 +13,6 @@ KINDS = ("benchmarks", "methods", "recipes", "agents", "corpora", "models")
 BENCHMARK_LICENSES = {"medqa": "MIT (LICENSE.medqa)", "medmcqa": "MIT (LICENSE.medmcqa)", "mmlu": "MIT (LICENSE.mmlu)",
                       "pubmedqa": "MIT (LICENSE.pubmedqa)", "bioasq": "BioASQ terms (eval/data/README.md)"}
 CORPUS_SOURCE_LICENSES = {"pubmedqa": "MIT", "medmcqa": "MIT", "medquad": "CC BY 4.0", "bioasq": "BioASQ terms"}
-MODEL_LICENSES = {"smollm2": "Apache-2.0", "gemma": "Gemma terms of use", "minilm": "Apache-2.0",
-                  "qwen": "Apache-2.0"}
 
 
 def _size(path: Path) -> int:
@@ -125,7 +123,7 @@ def models() -> list[list[str]]:
 
     rows = []
     for m in EMBEDDED.values():
-        licence = getattr(m, "license", None) or next((v for k, v in MODEL_LICENSES.items() if k in m.name), "see its card")
+        licence = m.license or "see its card"
         rows.append([m.name, m.kind, licence, model_state(m)])
     return rows
 

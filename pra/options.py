@@ -95,3 +95,21 @@ def add_flags(groups: dict[str, argparse._ArgumentGroup] | argparse.ArgumentPars
         target.add_argument(name, **kwargs)
         added.append(f.name)
     return added
+
+
+def flags_for(cls: type, values: dict[str, Any], base: Any) -> list[str]:
+    """The flags that turn config ``base`` (a ``cls``) into ``values``: each field with a flag whose value
+    differs, as its command line would give it ('--val-fraction 0.2', '--full', '--lora-targets a,b')."""
+    out: list[str] = []
+    for f in fields(cls):
+        name = flag_name(f)
+        if name is None or f.name not in values or values[f.name] == getattr(base, f.name):
+            continue
+        value = values[f.name]
+        if _base_type(f.type) == "bool":
+            store_false = f.metadata.get("action") == "store_false"
+            if value is not store_false:          # the flag sets True (store_true) or False (store_false)
+                out.append(name)
+            continue
+        out += [name, ",".join(map(str, value)) if isinstance(value, list) else str(value)]
+    return out

@@ -9,7 +9,8 @@ def test_registry_names_the_embedded_models_and_the_default_set():
     qwen = [m for m in EMBEDDED.values() if not m.default]
     assert {m.name for m in qwen} == {"qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"}
     for m in qwen:     # third-party re-uploads: checked, sourced, run on llama.cpp
-        assert len(m.sha256) == 64 and m.parts and "Apache-2.0" in m.source and m.default_backend == "llamacpp"
+        assert len(m.sha256) == 64 and m.parts and m.source.startswith("Qwen/") and m.default_backend == "llamacpp"
+    assert all(m.source and m.license for m in EMBEDDED.values())     # what `pra list models` and agent cards cite
 
 
 def _chunk_packages(root, monkeypatch, chunks: list[bytes]) -> tuple[str, ...]:

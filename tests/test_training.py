@@ -231,8 +231,30 @@ def test_ship_copies_the_adapter_with_a_card_written_from_the_run(trained, label
     assert shipped["final"] == metrics["final"] and shipped["untrained_reward_auroc"] == metrics["untrained_reward_auroc"]
     assert json.loads((folder / "prompt.json").read_text()) == {"earlier_rewards": False}
     assert load_reward_agent(str(folder)).backend.name == "smollm2-135m-instruct"
+    command = next(line for line in card.splitlines() if line.startswith("pra train --recipe cpu"))
+    assert f"--out {cfg.out}" in command and "--val-fraction 0.25" in command and "--lr 0.002" in command
+    assert "Licenses: HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0)" in card
     with pytest.raises(FileNotFoundError, match="adapter_config.json"):
         ship_module.ship(tmp_path / "no-run", "x", "cpu")
+
+
+def test_flags_for_a_config_parse_back_into_it():
+    """A model card's `pra train` line: the flags that turn the recipe's config into the run's, read back
+    by the command's own parser, give the run's config (bools through their store_true/false flags)."""
+    import argparse
+    from dataclasses import asdict
+    from pra.options import add_flags, flags_for
+    from training.config import load_config
+
+    recipe = load_config(TrainConfig, "train", "qwen-goldprob", {})
+    run = replace(recipe, val_fraction=0.2, base="smollm2-135m-instruct", lora=False, always_without_docs=False,
+                  bf16=True, lora_targets=["q_proj", "up_proj"], max_steps=3)
+    flags = flags_for(TrainConfig, asdict(run), recipe)
+    assert "--full" in flags and "--only-with-docs" in flags and "--bf16" in flags
+    assert flags_for(TrainConfig, asdict(recipe), recipe) == []
+    parser = argparse.ArgumentParser()
+    add_flags(parser, TrainConfig)
+    assert load_config(TrainConfig, "train", "qwen-goldprob", vars(parser.parse_args(flags))) == run
 
 
 def test_lora_targets_come_from_the_command_line_and_unknown_ones_are_named(labels, tmp_path, capsys):

@@ -12,9 +12,11 @@ import os
 import shutil
 from pathlib import Path
 
-from pra.models import AGENTS_DIR, DEFAULT_REWARD_AGENT
+from pra.models import AGENTS_DIR, DEFAULT_REWARD_AGENT, EMBEDDED
+from pra.options import flags_for
 from pra.reward_agent import PROMPT_RECORD, shows_earlier_rewards
 from pra.errors import MissingFile
+from training.config import TrainConfig, load_config
 from training.evidence_check import EVIDENCE_CHECK
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -70,8 +72,8 @@ def data_section(label_cfg: dict, label_stats: dict) -> str:
   and with a wrong option neither document names (label 0); documents: the question's own explanation and
   an unrelated one from `{label_cfg['corpus']}`, in a seeded order. The label can be read from the
   documents and from nothing else in the prompt (`training/evidence_check.py`)."""
-    return f"""- Questions: the first {label_cfg['limit']} of `medmcqa-train` (MedMCQA, MIT license; rows disjoint from
-  every evaluation set), {label_stats.get('questions', 'n/a')} questions, {label_stats.get('steps', 'n/a')} steps
+    return f"""- Questions: the first {labelled(label_cfg, label_stats)} of `medmcqa-train` (MedMCQA, MIT license; rows disjoint
+  from every evaluation set), {label_stats.get('steps', 'n/a')} steps
   ({_fmt(label_stats.get('steps_per_trace'))} per trace).
 - Traces: `{label_cfg['policy']}` (greedy step-by-step CoT, at most {label_cfg['max_steps']} steps of
   {label_cfg['step_tokens']} tokens).
@@ -79,11 +81,31 @@ def data_section(label_cfg: dict, label_stats: dict) -> str:
 - Label statistics: {json.dumps({k: v for k, v in label_stats.items() if k not in ('questions', 'steps', 'steps_per_trace')})}."""
 
 
-def label_command(label_cfg: dict, recipe: str, args: dict) -> str:
+def labelled(label_cfg: dict, label_stats: dict) -> int:
+    """How many questions the labels hold: the first ones of ``limit`` (a run that grows across sessions
+    labels its questions in the benchmark's order, so a shorter ``--limit`` labels the same questions)."""
+    return label_stats.get("questions", label_cfg["limit"])
+
+
+def label_command(label_cfg: dict, label_stats: dict, recipe: str, args: dict) -> str:
     if label_cfg.get("purpose") == EVIDENCE_CHECK:
         return (f"pra agent evidence-check --out {Path(args['labels']).parent} "
                 f"--questions {label_cfg['questions']} --seed {label_cfg['seed']}")
-    return f"pra label --recipe {recipe}"
+    return f"pra label --recipe {recipe} --limit {labelled(label_cfg, label_stats)}"
+
+
+def train_command(recipe: str, args: dict) -> str:
+    """`pra train --recipe RECIPE` with the flags that made this run differ from the recipe."""
+    flags = flags_for(TrainConfig, args, load_config(TrainConfig, "train", recipe, {}))
+    return " ".join(["pra train --recipe", recipe, *flags])
+
+
+def licenses_line(base: str, corpus: str | None) -> str:
+    """The sources behind the agent: its backbone, the questions, the passages its labels read."""
+    model = EMBEDDED.get(base)
+    backbone = f"{model.source.split(',')[0]} ({model.license})" if model else f"`{base}` (its own licence)"
+    passages = f"; the `{corpus}` passages: corpora/data/{corpus}/README.md" if corpus else ""
+    return f"Licenses: {backbone}; MedMCQA (MIT){passages}."
 
 
 def model_card(name: str, recipe: str, args: dict, metrics: dict, label_cfg: dict, label_stats: dict,
@@ -140,11 +162,11 @@ Trained minus untrained reward AUROC (paired, same resamples): {gain}.{subgroup_
 
 ## Reproduce
 ```
-{label_command(label_cfg, recipe, args)}
-pra train --recipe {recipe}
+{label_command(label_cfg, label_stats, recipe, args)}
+{train_command(recipe, args)}
 pra agent ship {args['out']} {name} --recipe {recipe}
 ```
-Licenses: SmolLM2 (Apache-2.0), MedMCQA (MIT), MedQuAD passages in `medcorp-mini` (CC BY 4.0).
+{licenses_line(args['base'], label_cfg.get('corpus'))}
 """
 
 
