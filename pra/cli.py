@@ -452,15 +452,16 @@ RUN_ONLY = ("benchmark", "out", "limit", "sample", "permute", "shard", "skip_bad
 def _add_eval_flags(p: argparse.ArgumentParser, run: bool = True) -> dict[str, argparse._ArgumentGroup]:
     """The flags of `pra eval` (``run``) or `pra search`, generated from EvalConfig's and SearchConfig's
     field metadata (``pra.options``): help, default, choices and group come from the config itself."""
-    from eval.run import EvalConfig
+    from eval.run import RECIPES, EvalConfig
     from pra.options import add_flags
     from search.engine import SearchConfig
 
     groups = {name: p.add_argument_group(title, about) for name, (title, about) in EVAL_GROUPS.items()
               if run or name not in ("data", "output", "lm-eval")}
     groups[None] = groups["method"]
+    shipped = ", ".join(sorted(f.stem for f in RECIPES.glob("*.yaml")))
     groups["recipe"].add_argument("--recipe", metavar="NAME|FILE",
-                                  help="a shipped recipe (demo, pra-cpu, pra-paper) or a YAML file of EvalConfig "
+                                  help=f"a shipped recipe ({shipped}) or a YAML file of EvalConfig "
                                        "fields, with SearchConfig's under `search:`")
     taken = set(p._option_string_actions)
     add_flags(groups, EvalConfig, skip=() if run else RUN_ONLY, taken=taken)
