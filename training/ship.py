@@ -103,7 +103,7 @@ def train_command(recipe: str, args: dict) -> str:
 def licenses_line(base: str, corpus: str | None) -> str:
     """The sources behind the agent: its backbone, the questions, the passages its labels read."""
     model = EMBEDDED.get(base)
-    backbone = f"{model.source.split(',')[0]} ({model.license})" if model else f"`{base}` (its own licence)"
+    backbone = f"{model.source} ({model.license})" if model else f"`{base}` (its own licence)"
     passages = f"; the `{corpus}` passages: corpora/data/{corpus}/README.md" if corpus else ""
     return f"Licenses: {backbone}; MedMCQA (MIT){passages}."
 
