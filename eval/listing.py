@@ -123,8 +123,7 @@ def models() -> list[list[str]]:
 
     rows = []
     for m in EMBEDDED.values():
-        licence = m.license or "see its card"
-        rows.append([m.name, m.kind, licence, model_state(m)])
+        rows.append([m.name, m.kind, m.license, model_state(m)])
     return rows
 
 
