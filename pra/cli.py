@@ -453,13 +453,14 @@ def _add_eval_flags(p: argparse.ArgumentParser, run: bool = True) -> dict[str, a
     """The flags of `pra eval` (``run``) or `pra search`, generated from EvalConfig's and SearchConfig's
     field metadata (``pra.options``): help, default, choices and group come from the config itself."""
     from eval.run import RECIPES, EvalConfig
+    from pra.config_files import shipped_names
     from pra.options import add_flags
     from search.engine import SearchConfig
 
     groups = {name: p.add_argument_group(title, about) for name, (title, about) in EVAL_GROUPS.items()
               if run or name not in ("data", "output", "lm-eval")}
     groups[None] = groups["method"]
-    shipped = ", ".join(sorted(f.stem for f in RECIPES.glob("*.yaml")))
+    shipped = ", ".join(shipped_names(RECIPES))
     groups["recipe"].add_argument("--recipe", metavar="NAME|FILE",
                                   help=f"a shipped recipe ({shipped}) or a YAML file of EvalConfig "
                                        "fields, with SearchConfig's under `search:`")
@@ -493,11 +494,11 @@ def _add_config_flags(p: argparse.ArgumentParser, cls: type, section: str, group
     """`--recipe` (its ``section`` block) and the flags of ``cls``'s fields (``only`` those, when given),
     generated from their metadata (``pra.options``) into ``groups``; each default shown is the one a
     recipe that leaves the field out gets."""
+    from pra.config_files import shipped_names
     from pra.options import add_flags
-    from pra.config_files import recipe_blocks
     from training.config import RECIPES
 
-    shipped = sorted(f.stem for f in RECIPES.glob("*.yaml") if section in recipe_blocks(f))
+    shipped = shipped_names(RECIPES, section)
     groups["recipe"].add_argument("--recipe", default="cpu", metavar="NAME|FILE",
                                   help=f"a shipped recipe ({', '.join(shipped)}) or a YAML file: its `{section}:` block")
     skip = [f.name for f in fields(cls) if only is not None and f.name not in only]

@@ -132,12 +132,18 @@ def range_problems(values: dict[str, Any], ranges: tuple, flag=lambda field: "--
     return problems
 
 
+def shipped_names(folder: Path, block: str | None = None) -> list[str]:
+    """The names of the YAML files shipped in ``folder`` (recipes, suites), sorted; with ``block``, only
+    the training recipes that have that block (``recipe_blocks``)."""
+    return sorted(p.stem for p in folder.glob("*.yaml") if block is None or block in recipe_blocks(p))
+
+
 def yaml_file(name: str, folder: Path, kind: str) -> Path:
     """A YAML file by path, or the name of one shipped in ``folder`` (recipes, suites)."""
     for path in (Path(name), folder / f"{name}.yaml"):
         if path.is_file():
             return path
-    known = ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))
+    known = ", ".join(shipped_names(folder))
     raise MissingFile(f"no {kind} file {name!r} and none of that name in {folder} (known: {known})")
 
 
