@@ -78,6 +78,25 @@ def test_step_metrics_and_the_paired_gain():
     assert untrained["search_accuracy"] == untrained["always_search_accuracy"]             # the flat 0.7 readout
 
 
+def test_the_answering_step_rule_stands_next_to_the_agent():
+    # Per question a positive and a negative reasoning step and a wrong answer (a negative): ranking
+    # answering steps last scores 0.75 without reading anything. An agent that learned only that gains
+    # nothing over the rule; one that also tells the reasoning steps apart gains +0.25 on every resample.
+    examples = [e for i in range(10) for e in (example(f"q{i}", 1, 1.0), example(f"q{i}", 2, 0.0),
+                                                example(f"q{i}", 3, 0.0, step="So the answer is (A)."))]
+    answering = lambda e: e.request.step.startswith("So")
+    untrained = step_metrics(examples, [Readout(0.5, 0.5) for _ in examples])
+    rule_only = held_out_summary(examples, untrained, step_metrics(
+        examples, [Readout(0.2 if answering(e) else 0.6, 0.5) for e in examples]))
+    assert rule_only["answer_rule_reward_auroc"] == 0.75 and rule_only["reward_auroc"] == 0.75
+    assert rule_only["reward_auroc_minus_answer_rule"] == 0.0
+    reader = held_out_summary(examples, untrained, step_metrics(
+        examples, [Readout(0.1 + 0.8 * e.reward, 0.5) for e in examples]))
+    assert reader["reward_auroc_minus_answer_rule"] == 0.25
+    assert reader["reward_auroc_minus_answer_rule_ci"] == [0.25, 0.25]
+    assert reader["answer_rule_reward_auroc_ci"] == [0.75, 0.75]
+
+
 def test_search_baselines_and_chance():
     examples = [example(f"q{i}", 1, 1.0) for i in range(4)]
     examples[0] = replace(examples[0], search=0)

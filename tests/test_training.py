@@ -109,7 +109,7 @@ def test_training_lowers_the_loss_and_writes_its_records(trained, smollm2):
 def test_metrics_json_holds_the_held_out_keys_with_question_intervals(trained):
     cfg, metrics = trained
     for key in ("reward_auroc", "reward_pr_auc", "untrained_reward_auroc", "action_std", "search_accuracy",
-                "reward_auroc_gain"):
+                "reward_auroc_gain", "answer_rule_reward_auroc", "reward_auroc_minus_answer_rule"):
         assert key in metrics
     assert metrics["untrained_reward_auroc"] == metrics["initial"]["reward_auroc"]      # step 0: no adapter yet
     assert metrics["reward_auroc"] == metrics["final"]["reward_auroc"]
@@ -229,6 +229,8 @@ def test_ship_copies_the_adapter_with_a_card_written_from_the_run(trained, label
     shipped = json.loads((folder / "metrics.json").read_text())
     assert shipped["subgroups"] == metrics["subgroups"]
     assert shipped["final"] == metrics["final"] and shipped["untrained_reward_auroc"] == metrics["untrained_reward_auroc"]
+    assert shipped["answer_rule_reward_auroc"] == metrics["answer_rule_reward_auroc"]
+    assert (metrics["answer_rule_reward_auroc"] is None) != ("The string rule that ranks every step stating an answer" in card)
     assert json.loads((folder / "prompt.json").read_text()) == {"earlier_rewards": False}
     assert load_reward_agent(str(folder)).backend.name == "smollm2-135m-instruct"
     command = next(line for line in card.splitlines() if line.startswith("pra train --recipe cpu"))

@@ -15,7 +15,11 @@ the teacher rewards can be read from the prompt itself.
 Each metric stands next to its baseline: the reward AUROC's interval against chance (0.5,
 ``reward_auroc_excludes_chance``) as well as against the backbone, and the search accuracy next to the
 share of positive search labels (``search_positive_share``), which is what the constant "always
-search" readout scores (``always_search_accuracy``; the better constant is ``constant_search_accuracy``).
+search" readout scores (``always_search_accuracy``; the better constant is ``constant_search_accuracy``),
+and the reward AUROC next to a string rule that ranks every step that states an answer below every
+step that does not (``answer_rule_reward_auroc``, and the agent's paired difference from it): where the
+policy's answers are mostly wrong, a teacher that rewards correct answers makes that rule beat chance,
+and an agent that learned only it has learned nothing about the question.
 The prompts with documents exist only for steps whose search label is 1, so that share is often high.
 ``--baselines`` adds, for the planted-signal sets, the AUROC of the substring, BM25 and length rules on
 the same held-out steps (training.evidence_check.rule_baselines) and the agent's paired difference
@@ -91,6 +95,11 @@ def search_baselines(examples: list[Example]) -> dict[str, float | None]:
             "constant_search_accuracy": max(share, 1.0 - share)}
 
 
+def answer_rule(examples: list[Example]) -> np.ndarray:
+    """The string rule's rewards: 0 for a step that states an answer, 1 for one that does not."""
+    return np.array([0.0 if _answers(e) else 1.0 for e in examples])
+
+
 def step_metrics(examples: list[Example], readouts: list[Readout]) -> dict[str, Any]:
     """One evaluation's metrics (module docstring), with the per-example rewards under ``READOUTS``."""
     from sklearn.metrics import average_precision_score
@@ -153,15 +162,19 @@ def auroc_comparison(examples: list[Example], before: list[float], after: list[f
 
 def held_out_summary(examples: list[Example], untrained: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]:
     """The top-level keys of ``metrics.json``: the trained agent's metrics, the untrained backbone's
-    AUROC on the same steps, the paired gain with its question-bootstrap interval, and the same
-    comparison per subgroup (``SUBGROUPS``). The overall AUROCs and their intervals are the
+    AUROC on the same steps, the paired gain with its question-bootstrap interval, the answering-step
+    rule's AUROC and the agent's paired difference from it, and the same comparison per subgroup (``SUBGROUPS``). The overall AUROCs and their intervals are the
     validations' own (``step_metrics``); only the gain is computed here."""
-    gain = gain_ci = None
+    gain = gain_ci = rule_auroc = rule_ci = over_rule = over_rule_ci = None
     subgroups: dict[str, Any] = {}
     if trained.get("reward_auroc") is not None and untrained.get("reward_auroc") is not None:
         before, after = untrained[READOUTS], trained[READOUTS]
         y = np.array([int(e.reward >= 0.5) for e in examples])
         gain, gain_ci = _paired_gain(examples, y, np.array(before), np.array(after))
+        rule = answer_rule(examples)
+        rule_auroc = _auroc(y, rule)
+        rule_ci = question_bootstrap(examples, lambda i: _auroc(y[i], rule[i]))
+        over_rule, over_rule_ci = _paired_gain(examples, y, rule, np.array(after))
         for name, member in SUBGROUPS.items():
             kept = [k for k, e in enumerate(examples) if member(e)]
             if kept:
@@ -175,6 +188,8 @@ def held_out_summary(examples: list[Example], untrained: dict[str, Any], trained
             "untrained_reward_auroc_ci": untrained.get("reward_auroc_ci"),
             "untrained_reward_pr_auc": untrained.get("reward_pr_auc"),
             "reward_auroc_gain": gain, "reward_auroc_gain_ci": gain_ci,
+            "answer_rule_reward_auroc": rule_auroc, "answer_rule_reward_auroc_ci": rule_ci,
+            "reward_auroc_minus_answer_rule": over_rule, "reward_auroc_minus_answer_rule_ci": over_rule_ci,
             "action_std": trained.get("action_std"), "untrained_action_std": untrained.get("action_std"),
             "search_accuracy": trained.get("search_accuracy"),
             "untrained_search_accuracy": untrained.get("search_accuracy"),

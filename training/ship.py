@@ -22,7 +22,8 @@ from training.evidence_check import EVIDENCE_CHECK
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 HELD_OUT_KEYS = ("examples", "questions", "reward_auroc", "reward_auroc_ci", "reward_pr_auc", "untrained_reward_auroc",
                  "untrained_reward_auroc_ci", "untrained_reward_pr_auc", "reward_auroc_gain", "reward_auroc_gain_ci",
-                 "action_std", "untrained_action_std", "search_accuracy", "untrained_search_accuracy")
+                 "answer_rule_reward_auroc", "answer_rule_reward_auroc_ci", "reward_auroc_minus_answer_rule",
+                 "reward_auroc_minus_answer_rule_ci", "action_std", "untrained_action_std", "search_accuracy", "untrained_search_accuracy")
 
 
 def _fmt(value) -> str:
@@ -47,6 +48,16 @@ def teachers_line(label_cfg: dict) -> str:
                     f"the policy's context gives the margin shift for search labels",
     }
     return "; ".join(said[t] for t in label_cfg.get("teachers", ["judge", "rollout"]))
+
+
+def rule_line(metrics: dict) -> str:
+    """The string-rule baseline's sentence: a step that states an answer ranked below one that does not."""
+    if metrics.get("answer_rule_reward_auroc") is None:
+        return ""
+    rule = _with_ci(metrics["answer_rule_reward_auroc"], metrics.get("answer_rule_reward_auroc_ci"))
+    over = _with_ci(metrics.get("reward_auroc_minus_answer_rule"), metrics.get("reward_auroc_minus_answer_rule_ci"))
+    return (f"\nThe string rule that ranks every step stating an answer below every step that does not: reward AUROC"
+            f" {rule}; trained minus the rule (paired): {over}.")
 
 
 def subgroup_rows(metrics: dict) -> str:
@@ -158,7 +169,7 @@ trace).
 |---|---|---|
 {rows}
 
-Trained minus untrained reward AUROC (paired, same resamples): {gain}.{subgroup_rows(metrics)}
+Trained minus untrained reward AUROC (paired, same resamples): {gain}.{rule_line(metrics)}{subgroup_rows(metrics)}
 
 ## Reproduce
 ```

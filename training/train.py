@@ -251,12 +251,18 @@ def train(cfg: TrainConfig) -> dict[str, Any] | None:
     held_out.evaluate(steps)
     log.close()
     export(model, backend.tokenizer, run, cfg)
+    metrics = run_metrics(run, val_set)
+    (run / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    return metrics
+
+
+def run_metrics(run: Path, val_set: list[Example]) -> dict[str, Any]:
+    """``metrics.json`` from the run's ``log.jsonl``: the held-out summary of its first (untrained) and
+    last evaluations, every evaluation without its readouts, and the training loss per step."""
     records = list(read_records(run / "log.jsonl"))
     evals = sorted((r for r in records if r["id"].startswith("eval-")), key=lambda r: r["step"])
     public = [without_readouts(e) for e in evals]
-    metrics = {**held_out_summary(val_set, evals[0], evals[-1]),
-               "initial": public[0], "final": public[-1], "history": public,
-               "train_loss": [r["loss"] for r in sorted((r for r in records if r["id"].startswith("step-")),
-                                                         key=lambda r: r["step"])]}
-    (run / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    return metrics
+    return {**held_out_summary(val_set, evals[0], evals[-1]),
+            "initial": public[0], "final": public[-1], "history": public,
+            "train_loss": [r["loss"] for r in sorted((r for r in records if r["id"].startswith("step-")),
+                                                     key=lambda r: r["step"])]}
