@@ -163,8 +163,9 @@ def auroc_comparison(examples: list[Example], before: list[float], after: list[f
 def held_out_summary(examples: list[Example], untrained: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]:
     """The top-level keys of ``metrics.json``: the trained agent's metrics, the untrained backbone's
     AUROC on the same steps, the paired gain with its question-bootstrap interval, the answering-step
-    rule's AUROC and the agent's paired difference from it, and the same comparison per subgroup (``SUBGROUPS``). The overall AUROCs and their intervals are the
-    validations' own (``step_metrics``); only the gain is computed here."""
+    rule's AUROC (``answer_rule``) and the agent's paired difference from it, and the same comparison
+    per subgroup (``SUBGROUPS``). The overall AUROCs and their intervals are the validations' own
+    (``step_metrics``); the gains and the rule are computed here."""
     gain = gain_ci = rule_auroc = rule_ci = over_rule = over_rule_ci = None
     subgroups: dict[str, Any] = {}
     if trained.get("reward_auroc") is not None and untrained.get("reward_auroc") is not None:
