@@ -23,7 +23,8 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 HELD_OUT_KEYS = ("examples", "questions", "reward_auroc", "reward_auroc_ci", "reward_pr_auc", "untrained_reward_auroc",
                  "untrained_reward_auroc_ci", "untrained_reward_pr_auc", "reward_auroc_gain", "reward_auroc_gain_ci",
                  "answer_rule_reward_auroc", "answer_rule_reward_auroc_ci", "reward_auroc_minus_answer_rule",
-                 "reward_auroc_minus_answer_rule_ci", "action_std", "untrained_action_std", "search_accuracy", "untrained_search_accuracy")
+                 "reward_auroc_minus_answer_rule_ci", "action_std", "untrained_action_std", "search_accuracy",
+                 "untrained_search_accuracy")
 
 
 def _fmt(value) -> str:
