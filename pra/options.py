@@ -107,8 +107,11 @@ def flags_for(cls: type, values: dict[str, Any], base: Any) -> list[str]:
             continue
         value = values[f.name]
         if _base_type(f.type) == "bool":
-            store_false = f.metadata.get("action") == "store_false"
-            if value is not store_false:          # the flag sets True (store_true) or False (store_false)
+            action = f.metadata.get("action")
+            if action is argparse.BooleanOptionalAction:     # --name / --no-name
+                if value is not None:
+                    out.append(name if value else "--no-" + name[2:])
+            elif value is not (action == "store_false"):     # the flag sets True (store_true) or False (store_false)
                 out.append(name)
             continue
         out += [name, ",".join(map(str, value)) if isinstance(value, list) else str(value)]

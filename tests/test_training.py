@@ -72,7 +72,8 @@ def test_training_inputs_read_the_same_slots_as_the_readouts(smollm2, labels):
 
 def config(labels, out):
     return TrainConfig(labels=str(labels), out=str(out), search_label="margin", lr=2e-3, warmup_steps=0,
-                       batch_size=5, grad_accum=1, epochs=2, save_every=2, val_fraction=0.25, max_tokens=512)
+                       batch_size=5, grad_accum=1, epochs=2, save_every=2, val_fraction=0.25, max_tokens=512,
+                       bf16=False)     # the same arithmetic on every CPU
 
 
 @pytest.fixture(scope="module")
@@ -235,6 +236,7 @@ def test_ship_copies_the_adapter_with_a_card_written_from_the_run(trained, label
     assert load_reward_agent(str(folder)).backend.name == "smollm2-135m-instruct"
     command = next(line for line in card.splitlines() if line.startswith("pra train --recipe cpu"))
     assert f"--out {cfg.out}" in command and "--val-fraction 0.25" in command and "--lr 0.002" in command
+    assert "--no-bf16" in command            # trained in float32, where the recipe lets the CPU decide
     assert "Licenses: HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0)" in card
     with pytest.raises(FileNotFoundError, match="adapter_config.json"):
         ship_module.ship(tmp_path / "no-run", "x", "cpu")
@@ -257,6 +259,19 @@ def test_flags_for_a_config_parse_back_into_it():
     parser = argparse.ArgumentParser()
     add_flags(parser, TrainConfig)
     assert load_config(TrainConfig, "train", "qwen-goldprob", vars(parser.parse_args(flags))) == run
+    float32 = replace(recipe, bf16=False)            # bf16 unset follows the CPU; False is said as --no-bf16
+    assert recipe.bf16 is None and flags_for(TrainConfig, asdict(float32), recipe) == ["--no-bf16"]
+    assert load_config(TrainConfig, "train", "qwen-goldprob", vars(parser.parse_args(["--no-bf16"]))) == float32
+
+
+def test_bf16_unset_follows_the_device_and_a_recipe_value_wins():
+    from pra.models import default_dtype
+    from training.train import native_bf16
+
+    assert native_bf16(TrainConfig(device="cpu")) == (default_dtype("cpu") == "bfloat16")
+    assert native_bf16(TrainConfig(device="cpu", bf16=True)) is True
+    assert native_bf16(TrainConfig(device="cuda", bf16=False)) is False
+    assert native_bf16(TrainConfig(device="cuda")) is True
 
 
 def test_lora_targets_come_from_the_command_line_and_unknown_ones_are_named(labels, tmp_path, capsys):

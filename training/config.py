@@ -134,7 +134,9 @@ class TrainConfig:
     epochs: int = option(3, group="optimizer", help="passes over the labels")
     max_steps: int | None = option(None, group="optimizer", metavar="N", help="optimizer steps at most (smoke runs)")
     max_grad_norm: float = option(1.0, group="optimizer", help="gradient clipping norm")
-    bf16: bool = option(False, group="model", help="autocast to bfloat16 (weights and optimizer stay float32)")
+    bf16: bool | None = option(None, group="model", action=argparse.BooleanOptionalAction,
+                               help="autocast to bfloat16 (weights and optimizer stay float32); default: where the "
+                                    "device multiplies bf16 natively (a GPU, an AVX512-BF16 or AMX CPU), else float32")
     max_doc_chars: int = option(400, group="data", help="per passage in the agent's prompt, as at inference")
     max_tokens: int = option(1024, group="data", help="longer prompts are dropped (and counted), never cut")
     val_fraction: float = option(0.1, group="data", help="share of the questions held out for validation")

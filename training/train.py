@@ -23,7 +23,7 @@ import math
 import os
 import shutil
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +173,17 @@ def last_checkpoint(folder: Path) -> Path | None:
     return max(whole, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 
+def native_bf16(cfg: TrainConfig) -> bool:
+    """The recipe's ``bf16``, or where it is unset, whether the device multiplies bf16 natively (as
+    inference picks its dtype, ``pra.models.default_dtype``): autocast pays there and is emulated, slower
+    than float32, elsewhere."""
+    from pra.models import default_dtype
+
+    if cfg.bf16 is not None:
+        return cfg.bf16
+    return default_dtype(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")) == "bfloat16"
+
+
 def training_arguments(cfg: TrainConfig, run: Path) -> TrainingArguments:
     """The recipe's settings in the Trainer's terms (``warmup_steps`` is capped once the steps are known)."""
     return TrainingArguments(
@@ -214,6 +225,8 @@ def train(cfg: TrainConfig) -> dict[str, Any] | None:
     the other processes of a multi-process launch)."""
     from pra.backends.transformers_backend import TransformersBackend
 
+    cfg = replace(cfg, bf16=native_bf16(cfg))     # resolved before the run is recorded: a resume elsewhere that
+                                                  # would resolve it otherwise is refused, naming bf16
     torch.manual_seed(cfg.seed)       # the adapter's initial weights; the Trainer seeds the rest
     run = Path(cfg.out)
     train_set, val_set = split_by_question(load_examples(cfg.labels, cfg.reward_label, cfg.search_label,
