@@ -16,7 +16,8 @@ from tests.fakes import tiny_llama_folder, tiny_lora_folder
 from tests.test_training import write_labels
 from training.dataset import Example, load_examples
 from training.evaluate_agent import (READOUTS, agent_readouts, evaluate_agent, excludes_chance, held_out_summary,
-                                     question_bootstrap, search_baselines, step_metrics, versus_rules)
+                                     question_bootstrap, search_baselines, step_metrics, versus_agent,
+                                     versus_rules)
 
 
 @pytest.fixture(scope="module")
@@ -218,9 +219,30 @@ def test_the_command_writes_its_metrics_file_beside_a_recipe(tiny, tmp_path):
     labels = write_labels(tmp_path / "labels.jsonl")
     out = tmp_path / "held-out.json"
     cli.main(["agent", "evaluate", str(tiny / "agent"), "--recipe", "cpu", "--labels", str(labels),
-              "--reward-label", "judge", "--search-label", "always", "--val-fraction", "1.0", "--out", str(out)])
+              "--reward-label", "judge", "--search-label", "always", "--val-fraction", "1.0", "--out", str(out),
+              "--versus", str(tiny / "agent")])
     written = json.loads(out.read_text())
     assert written["examples"] == 16 and written["labels"] == str(labels)
+    versus = written["versus"]            # the agent against itself: the same readouts, no difference
+    assert versus["agent"] == str(tiny / "agent") and versus["versus_reward_auroc"] == written["reward_auroc"]
+    assert versus["reward_auroc_minus_versus"] == 0.0 and versus["reward_auroc_minus_versus_ci"] == [0.0, 0.0]
+
+
+def test_versus_pairs_two_agents_on_the_same_steps(tiny):
+    """The second agent's AUROC is its own readouts' (here the backbone's), the difference is taken on
+    the same steps, and every subgroup carries the same keys."""
+    examples = [example(f"q{i}", s, float((i + s) % 2), docs=bool(s % 2)) for i in range(6) for s in (1, 2)]
+    agent = load_reward_agent(str(tiny / "agent"))
+    ours = [r.reward for r in agent_readouts(agent, examples)]
+    out = versus_agent(examples, ours, load_reward_agent(str(tiny / "base")), "base")
+    from sklearn.metrics import roc_auc_score
+
+    assert out["reward_auroc"] == pytest.approx(roc_auc_score([int(e.reward >= 0.5) for e in examples], ours))
+    assert out["reward_auroc_minus_versus"] == pytest.approx(out["reward_auroc"] - out["versus_reward_auroc"])
+    lo, hi = out["reward_auroc_minus_versus_ci"]
+    assert lo <= hi and out["examples"] == 12 and 0.0 <= out["versus_search_accuracy"] <= 1.0
+    assert set(out["subgroups"]) == {"with_docs", "without_docs", "open"}
+    assert out["subgroups"]["with_docs"]["examples"] == 6
 
 
 def test_evaluate_agent_writes_the_held_out_keys(tiny, tmp_path):

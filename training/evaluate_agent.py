@@ -7,8 +7,9 @@ reads them. Per evaluation: reward AUROC and PR-AUC against the teacher's label 
 of the action readout p(s=1) (a constant readout cannot steer a threshold controller) and search
 accuracy against the search label. The steps of one question share its trace, so they are not
 independent draws: the AUROC's 95% interval comes from a bootstrap that resamples questions, and the
-trained-minus-untrained gain from the same resamples (paired). The summary also gives the AUROCs per
-subgroup of the held-out prompts (``SUBGROUPS``): with and without documents, steps that answer and
+trained-minus-untrained gain from the same resamples (paired); ``--versus AGENT`` reads a second agent
+on the same steps and gives the paired difference between the two. The summary also gives the AUROCs
+per subgroup of the held-out prompts (``SUBGROUPS``): with and without documents, steps that answer and
 steps that do not, and prompts whose documents include the question's own explanation, where what
 the teacher rewards can be read from the prompt itself.
 
@@ -226,12 +227,36 @@ def without_readouts(evaluation: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in evaluation.items() if k != READOUTS}
 
 
+def versus_agent(examples: list[Example], agent_rewards: list[float], other: RewardAgent, name: str
+                 ) -> dict[str, Any]:
+    """Another agent (``other``, read with its own prompt) on the same held-out steps: its AUROC with its
+    interval and this agent's paired difference from it (``reward_auroc_minus_versus``, the same question
+    resamples), overall and per subgroup (``SUBGROUPS``)."""
+    theirs = validate(other, examples)
+
+    def compared(kept: list[int]) -> dict[str, Any]:
+        c = auroc_comparison([examples[k] for k in kept], [theirs[READOUTS][k] for k in kept],
+                             [agent_rewards[k] for k in kept])
+        return {"examples": c["examples"], "reward_auroc": c["reward_auroc"], "reward_auroc_ci": c.get("reward_auroc_ci"),
+                "versus_reward_auroc": c["untrained_reward_auroc"],
+                "versus_reward_auroc_ci": c.get("untrained_reward_auroc_ci"),
+                "reward_auroc_minus_versus": c["reward_auroc_gain"],
+                "reward_auroc_minus_versus_ci": c.get("reward_auroc_gain_ci")}
+    subgroups = {group: compared(kept) for group, member in SUBGROUPS.items()
+                 if (kept := [k for k, e in enumerate(examples) if member(e)])}
+    return {"agent": name, **compared(list(range(len(examples)))),
+            "versus_search_accuracy": theirs["search_accuracy"], "versus_action_std": theirs["action_std"],
+            "subgroups": subgroups}
+
+
 def evaluate_agent(agent_name: str, labels: str, reward_label: str, search_label: str, val_fraction: float,
                    seed: int, always_without_docs: bool = True, max_doc_chars: int = 400,
-                   backbone: str | None = None, baselines: bool = False) -> dict[str, Any]:
+                   backbone: str | None = None, baselines: bool = False, versus: str | None = None
+                   ) -> dict[str, Any]:
     """``metrics.json``'s held-out keys for an agent folder on a labels file's validation questions:
     the agent, then its backbone (the adapter's base unless ``backbone`` is given) with the same prompt;
-    with ``baselines``, the rule baselines on the prompts with documents (``versus_rules``)."""
+    with ``baselines``, the rule baselines on the prompts with documents (``versus_rules``); with
+    ``versus`` (another agent's name or folder), that agent and the paired difference (``versus_agent``)."""
     from pra.backends.transformers_backend import TransformersBackend
     from pra.models import resolve_reward_agent
     from pra.reward_agent import load_reward_agent
@@ -249,6 +274,9 @@ def evaluate_agent(agent_name: str, labels: str, reward_label: str, search_label
     del agent                                      # one model in memory at a time
     untrained = validate(RewardAgent(TransformersBackend(backbone, dtype="float32"), max_doc_chars, shown), val_set)
     rules = {"rule_baselines": versus_rules(val_set, trained[READOUTS], max_doc_chars)} if baselines else {}
+    if versus:
+        rules["versus"] = versus_agent(val_set, trained[READOUTS], load_reward_agent(versus, max_doc_chars=max_doc_chars),
+                                       versus)
     return {**held_out_summary(val_set, untrained, trained), **rules, "agent": agent_name, "backbone": backbone,
             "labels": labels, "reward_label": reward_label, "search_label": search_label,
             "val_fraction": val_fraction, "seed": seed, "always_without_docs": always_without_docs,
@@ -272,6 +300,8 @@ def main() -> None:
     ap.add_argument("--backbone", help="the untrained model to compare with (default: the adapter's base)")
     ap.add_argument("--baselines", action="store_true", help="planted-signal sets: the substring, BM25 and length "
                     "rules' AUROC on the same held-out steps, and the agent's paired difference from each")
+    ap.add_argument("--versus", metavar="AGENT", help="another agent (a pra/agents name or an adapter folder) read "
+                    "on the same held-out steps with its own prompt: its AUROC and the paired difference")
     ap.add_argument("--out", dest="metrics_out", type=Path,  # not `out`: that is the recipe's run folder
                     help="write the metrics here as JSON (default: print only)")
     a = ap.parse_args()
@@ -279,7 +309,7 @@ def main() -> None:
     if not Path(cfg.labels).is_file():
         raise SystemExit(f"no labels file {cfg.labels}: run `pra label` for it, or pass --labels")
     metrics = evaluate_agent(a.agent, cfg.labels, cfg.reward_label, cfg.search_label, cfg.val_fraction, cfg.seed,
-                             cfg.always_without_docs, cfg.max_doc_chars, a.backbone, a.baselines)
+                             cfg.always_without_docs, cfg.max_doc_chars, a.backbone, a.baselines, a.versus)
     text = json.dumps(metrics, indent=2)
     if a.metrics_out:
         a.metrics_out.write_text(text)
