@@ -109,24 +109,28 @@ def test_the_evidence_agent_matches_option_texts_and_does_not_read_the_evidence(
     assert sum(abs(m) for m in checked) < 0.25 * sum(abs(m) for m in read)
 
 
+def qwen_readouts(agent_name: str, base_name: str) -> tuple[list, list]:
+    """A shipped Qwen agent's readouts of ``requests()`` and its untrained backbone's (float32), one
+    model in memory at a time."""
+    from pra import models
+    from pra.backends.transformers_backend import TransformersBackend
+    from tests.conftest import require
+
+    if not models.prepared(models.EMBEDDED[base_name]):
+        require("qwen", f"{base_name} is not prepared: pra models --prepare {base_name}")
+    agent = load_reward_agent(agent_name)
+    assert agent.backend.name == base_name
+    tuned = agent.score(requests())
+    del agent
+    return tuned, RewardAgent(TransformersBackend(base_name, dtype="float32")).score(requests())
+
+
 def test_the_qwen_agent_rates_reasoning_above_nonsense_where_its_backbone_does_not():
     """`pra-qwen05-goldprob` (LoRA on the Qwen 0.5B, goldprob labels): on each question a reasoning step
     earns more reward than nonsense and a bare answer (margins measured 0.056-0.099) where the untrained
     backbone ranks nonsense first on every one; and it learned to search (p(search) 0.55-0.66 against the
     backbone's 0.13-0.28): its held-out search accuracy is always-search's, docs/training.md."""
-    from pra import models
-    from pra.backends.transformers_backend import TransformersBackend
-    from tests.conftest import require
-
-    base_name = "qwen2.5-coder-0.5b-instruct"
-    if not models.prepared(models.EMBEDDED[base_name]):
-        require("qwen", f"{base_name} is not prepared: pra models --prepare {base_name}")
-    reqs = requests()
-    agent = load_reward_agent("pra-qwen05-goldprob")
-    assert agent.backend.name == base_name
-    tuned = agent.score(reqs)
-    del agent
-    base = RewardAgent(TransformersBackend(base_name, dtype="float32")).score(reqs)
+    tuned, base = qwen_readouts("pra-qwen05-goldprob", "qwen2.5-coder-0.5b-instruct")
     for reasoning, nonsense, bare in zip(tuned[0::3], tuned[1::3], tuned[2::3]):
         assert reasoning.reward > nonsense.reward + 0.03 and reasoning.reward > bare.reward + 0.03
     assert not any(reasoning.reward > nonsense.reward + 0.03 for reasoning, nonsense in zip(base[0::3], base[1::3]))
@@ -139,19 +143,7 @@ def test_the_qwen15_agent_ranks_a_bare_answer_below_reasoning_where_its_backbone
     answer (margins measured 0.019-0.041) where the untrained 1.5B rates the bare answer first (by
     0.10-0.16), and its p(search) is 0.65-0.73 against the backbone's 0.15-0.23. Nonsense it ranks only
     just below reasoning (0.014-0.024), where the backbone already ranks it last (docs/training.md)."""
-    from pra import models
-    from pra.backends.transformers_backend import TransformersBackend
-    from tests.conftest import require
-
-    base_name = "qwen2.5-coder-1.5b-instruct"
-    if not models.prepared(models.EMBEDDED[base_name]):
-        require("qwen", f"{base_name} is not prepared: pra models --prepare {base_name}")
-    reqs = requests()
-    agent = load_reward_agent("pra-qwen15-goldprob")
-    assert agent.backend.name == base_name
-    tuned = agent.score(reqs)
-    del agent
-    base = RewardAgent(TransformersBackend(base_name, dtype="float32")).score(reqs)
+    tuned, base = qwen_readouts("pra-qwen15-goldprob", "qwen2.5-coder-1.5b-instruct")
     for reasoning, nonsense, bare in zip(tuned[0::3], tuned[1::3], tuned[2::3]):
         assert reasoning.reward > bare.reward + 0.01 and reasoning.reward > nonsense.reward
     assert all(bare.reward > reasoning.reward + 0.05 for reasoning, bare in zip(base[0::3], base[2::3]))
