@@ -237,6 +237,7 @@ def test_ship_copies_the_adapter_with_a_card_written_from_the_run(trained, label
     command = next(line for line in card.splitlines() if line.startswith("pra train --recipe cpu"))
     assert f"--out {cfg.out}" in command and "--val-fraction 0.25" in command and "--lr 0.002" in command
     assert "--no-bf16" in command            # trained in float32, where the recipe lets the CPU decide
+    assert "under bf16 autocast" not in card        # its validation was read in float32
     assert "Licenses: HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0)" in card
     with pytest.raises(FileNotFoundError, match="adapter_config.json"):
         ship_module.ship(tmp_path / "no-run", "x", "cpu")

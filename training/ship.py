@@ -140,6 +140,8 @@ def model_card(name: str, recipe: str, args: dict, metrics: dict, label_cfg: dic
     judge_note = (f" The judge rated {judge:.0%} of steps correct, so its reasoning label carries no signal here;"
                   f" the rollout share does." if judge is not None and judge >= 0.95 else "")
     default = " (the default)" if name == DEFAULT_REWARD_AGENT else ""
+    autocast = (" under bf16 autocast, as trained (`pra agent evaluate` reads in float32, which can move them)"
+                if args.get("bf16") else "")
     return f"""# Reward agent `{name}`
 
 A LoRA adapter on `{args['base']}` that reads a PRA prompt (question, options, the reasoning so far,
@@ -162,7 +164,7 @@ alpha={args['lora_alpha']} on {', '.join(args['lora_targets'])}, lr {args['lr']}
 ## Validation (held-out questions, {last.get('examples')} steps of {last.get('questions')} questions)
 Reward AUROC / PR-AUC against the teacher's reward label (>= 0.5), the spread of the action readout
 p(s=1), and search-action accuracy against the search label, read through the inference code path
-(`RewardAgent.score`). The untrained backbone is the same model without the adapter, read with the
+(`RewardAgent.score`){autocast}. The untrained backbone is the same model without the adapter, read with the
 same prompt on the same steps. Intervals: 95%, bootstrap over questions (a question's steps share a
 trace).
 
