@@ -28,7 +28,7 @@ from pra.options import option
 from pra.selection import PERMUTE, asking_order, questions_asked, split_id
 from eval.checks import RETRIEVAL_MODES, check_eval_config
 from eval.methods import METHODS as REGISTRY, prompt_kind, reads, retrieves
-from eval.letters import clustered_stderr, constant_text_stats, letter_stats
+from eval.letters import clustered_stderr, constant_text_stats, letter_stats, longest_option_stats
 from eval.prompt_fit import overlong
 from eval.run_folder import open_run_folder
 from pra.types import Question, ScoredTrace
@@ -465,6 +465,6 @@ def _run_questions(cfg: EvalConfig, load: BenchmarkLoad, parts: Parts, fingerpri
                **({"reward_agent": cfg.reward_agent} if reads(cfg.method, "reward_agent") else {}),
                **({"search": cfg.search_controller} if reads(cfg.method, "search_controller") else {}),
                "skipped_bad_rows": load.skipped, "fingerprint": fingerprint, **summarize(records),
-               **constant_text_stats(records, load.questions)}
+               **constant_text_stats(records, load.questions), **longest_option_stats(records, load.questions)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

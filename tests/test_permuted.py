@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from eval.analysis.compare import compare_records, mcnemar_exact
-from eval.letters import clustered_stderr, constant_text_stats, describe, letter_stats
+from eval.letters import clustered_stderr, constant_text_stats, describe, letter_stats, longest_option_stats
 from eval.run import EvalConfig
 from pra.benchmarks import load_eval_benchmark
 from pra.cli import main
@@ -169,6 +169,7 @@ def test_permuted_direct_runs_and_compare_as_a_user_runs_them(tmp_path, capsys):
     assert "gold letters: A 3 B 3 C 3 D 3" in printed and "strict circular accuracy" in printed
     summary = json.loads((tmp_path / "calibrate" / "summary.json").read_text())
     assert summary["n"] == 12 and summary["questions"] == 3 and summary["constant_letter_accuracy"] == 0.25
+    assert "always the longest option scores" in printed and 0 <= summary["longest_option_accuracy"] <= 1
     main(["compare", str(tmp_path / "argmax"), str(tmp_path / "calibrate")])
     table = capsys.readouterr().out
     assert "| 12 (3) |" in table and "McNemar" in table
@@ -185,6 +186,25 @@ def test_a_summary_names_the_best_constant_answer_text_where_options_are_shared(
                                              "predicted_letters": {}, "constant_letter": "A",
                                              "constant_letter_accuracy": 1 / 3, **stats})
     assert constant_text_stats(records, questions_asked(medmcqa(), sample=20, seed=0)) == {}
+
+
+def test_a_summary_names_the_longest_option_rule_where_options_differ():
+    """Rotations move the longest option's letter with the gold one, so the rule keeps its score; on the
+    seeded medmcqa-eval 200 that is 250 of 800 records, above chance. Shared options get no such rule."""
+    q = Question("q1", "text", {"A": "short", "B": "the longest option", "C": "mid size", "D": "x"}, "B", "t")
+    other = Question("q2", "text", {"A": "a much longer wrong one", "B": "b", "C": "c", "D": "d"}, "C", "t")
+    both = [rotate(q, r) for r in range(4)] + [other]
+    records = [{"id": x.id, "gold": x.answer, "prediction": "A", "correct": False} for x in both]
+    assert longest_option_stats(records, both) == {"longest_option_accuracy": 4 / 5}
+    qs = questions_asked(medmcqa(), sample=200, seed=0, permute="cyclic")
+    records = [{"id": x.id, "gold": x.answer, "prediction": "A", "correct": x.answer == "A"} for x in qs]
+    stats = longest_option_stats(records, qs)
+    assert stats["longest_option_accuracy"] == pytest.approx(250 / 800)
+    assert "longest option scores 0.312" in describe({"n": 800, "questions": 200, "of": 1183, "gold_letters": {},
+                                                     "predicted_letters": {}, "constant_letter": "A",
+                                                     "constant_letter_accuracy": 0.25, **stats})
+    pubmed = questions_asked(load_eval_benchmark("pubmedqa").questions, sample=10, seed=0, permute="cyclic")
+    assert longest_option_stats([{"id": x.id} for x in pubmed], pubmed) == {}
 
 
 def test_the_standard_error_counts_a_questions_rotations_once():
