@@ -56,7 +56,8 @@ def longest_option_stats(records: Iterable[dict[str, Any]], questions: Iterable[
 
 
 def describe(summary: dict[str, Any]) -> str:
-    """The lines a summary prints below its accuracy: n of N, the letters, the constant-letter baseline."""
+    """The lines a summary prints below its accuracy: n of N, the letters, the constant-letter baseline
+    and the string rule that applies."""
     hist = lambda h: " ".join(f"{k} {v}" for k, v in h.items())
     chosen = f"sample {summary['sample']}, seed {summary['seed']}" if summary.get("sample") else "first/all"
     lines = [f"n {summary['n']} records: {summary['questions']} of {summary['of']} questions ({chosen}), "
