@@ -28,16 +28,21 @@ def letter_stats(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return stats
 
 
+def _asked(records: Iterable[dict[str, Any]], questions: Iterable[Question]) -> tuple[list[Question], bool]:
+    """The question behind each record, and whether all questions offer the same option texts."""
+    by_id = {q.id: q for q in questions}
+    shared = len({frozenset(q.options.values()) for q in by_id.values()}) == 1
+    return [by_id[r["id"]] for r in records if r["id"] in by_id], shared
+
+
 def constant_text_stats(records: Iterable[dict[str, Any]], questions: Iterable[Question]) -> dict[str, Any]:
     """The best constant answer *text*, where every question offers the same option texts (PubMedQA's
     yes/no/maybe, BioASQ's yes/no): rotating the options makes a letter preference score exactly 1/n,
     but not a preference for "yes" (59% of a PubMedQA sample's gold answers)."""
-    by_id = {q.id: q for q in questions}
-    if len({frozenset(q.options.values()) for q in by_id.values()}) != 1:
+    asked, shared = _asked(records, questions)
+    if not shared or not asked:
         return {}
-    gold = Counter(by_id[r["id"]].options[by_id[r["id"]].answer] for r in records if r["id"] in by_id)
-    if not gold:
-        return {}
+    gold = Counter(q.options[q.answer] for q in asked)
     best = max(sorted(gold), key=gold.__getitem__)
     return {"constant_text": best, "constant_text_accuracy": gold[best] / sum(gold.values())}
 
@@ -47,10 +52,9 @@ def longest_option_stats(records: Iterable[dict[str, Any]], questions: Iterable[
     option texts: rotations leave option lengths alone, and right answers tend to run long (on
     medmcqa-eval's seeded 200 under cyclic rotations the rule is right on 250 of 800 records, 0.312,
     where chance is 0.25), so a method is worth its gap above this rule as much as above chance."""
-    by_id = {q.id: q for q in questions}
-    if len({frozenset(q.options.values()) for q in by_id.values()}) <= 1:
+    asked, shared = _asked(records, questions)
+    if shared:
         return {}
-    asked = [by_id[r["id"]] for r in records if r["id"] in by_id]
     longest = lambda q: max(q.options, key=lambda letter: len(q.options[letter]))
     return {"longest_option_accuracy": sum(longest(q) == q.answer for q in asked) / len(asked)} if asked else {}
 
