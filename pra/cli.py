@@ -171,11 +171,15 @@ def cmd_eval(args: argparse.Namespace) -> None:
         return cmd_list(args)
 
     if args.suite:
-        from eval.suite import run_suite
-        given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
-                 if v not in (None, False) and k not in ("suite", "shard", "func", "command", "recipe_default", *SERVER_FLAGS)]
+        from eval.suite import load_suite, run_suite
+        given = [f"--{k.replace('_', '-')}" for k, v in vars(args).items() if v not in (None, False) and
+                 k not in ("suite", "shard", "plan", "func", "command", "recipe_default", *SERVER_FLAGS)]
         if given:
             raise UserError(f"--suite: runs take their settings from the suite file; drop {' '.join(given)}")
+        if args.plan:
+            from eval.plan import suite_plan
+            print("\n".join(suite_plan(load_suite(args.suite), args.shard)))
+            return
         for s in run_suite(args.suite, args.shard):
             print(f"{s['method']:>11} {s['benchmark']:<13} {s['policy']:<22} accuracy {s['accuracy']:.3f} "
                   f"(n {s['n']}: {s['questions']} of {s['of']} questions, options {s['permute']}; "
@@ -188,6 +192,10 @@ def cmd_eval(args: argparse.Namespace) -> None:
     missing = ([] if cfg.limit or cfg.sample or cfg.shard or args.all else
                ["the questions (--sample N, --limit N, --shard i/n, or --all for every one)"])
     out_given = _out_given(args)
+    if args.plan:
+        from eval.plan import plan
+        print("\n".join(plan(cfg, out_given)))
+        return
     if not out_given:
         missing.append("the run folder (--out DIR)")
     if missing:           # a bare `pra eval` would run for hours into a folder nobody chose: say what, and stop
@@ -534,9 +542,12 @@ def build_parser() -> argparse.ArgumentParser:
     groups = _add_eval_flags(p)
     groups["recipe"].add_argument("--suite", metavar="NAME|FILE",
                                   help="a grid of runs: a name in eval/suites (e.g. report-cpu) or a YAML file; "
-                                       "takes no other flag but --shard")
+                                       "takes no other flag but --shard and --plan")
     groups["data"].add_argument("--all", action="store_true",
                                 help="every question of the benchmark (a bare run asks for a choice)")
+    groups["output"].add_argument("--plan", action="store_true",
+                                  help="print what the run (or each run of --suite) asks, how many of its records "
+                                       "the folder holds and about how long the rest takes; run nothing")
     groups["output"].add_argument("--force-new", dest="force_new", action="store_true",
                                   help="--out holds records made with other settings: set them aside "
                                        "(*.replaced-TIME) and start afresh")

@@ -65,6 +65,47 @@ def test_the_plan_counts_the_questions_and_estimates_from_measured_runs(capsys, 
     assert "(no --out given)" in out and ("estimated time: about" in out or "estimated time: unknown" in out)
 
 
+def test_plan_counts_each_runs_records_and_the_time_left_and_runs_nothing(tmp_path, monkeypatch, capsys):
+    """`--plan` on a suite: a line a run (records there of those asked, time left from the run's own
+    records) and a one-line total; on one run the same, and neither loads a model or writes a record."""
+    import shutil
+
+    from eval.plan import _duration
+    from eval.suite import run_suite
+
+    finished, half, new = tmp_path / "finished", tmp_path / "half", tmp_path / "new"
+    (tmp_path / "one.yaml").write_text(f"runs:\n  - {{out: {finished}, method: direct, benchmark: medqa, limit: 2}}\n")
+    run_suite(str(tmp_path / "one.yaml"))           # real records of SmolLM2's direct answers
+    per = sum(json.loads(line)["seconds"] for line in open(finished / "records.jsonl")) / 2
+    with open(finished / "records.jsonl", "a") as f:  # a question nobody asks and a torn write: neither counts
+        f.write('{"id": "not-asked", "seconds": 500.0}\n{"id": "torn')
+    shutil.copytree(finished, half)
+    monkeypatch.setattr("pra.backends.load_policy", lambda *a, **k: pytest.fail("a model was loaded"))
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(f"""defaults: {{method: direct, benchmark: medqa}}
+runs:
+  - {{out: {finished}, limit: 2}}
+  - {{out: {half}, limit: 4}}
+  - {{out: {new}, limit: 3}}
+""")
+    before = (half / "records.jsonl").read_bytes()
+    capsys.readouterr()
+    assert run_cli(["eval", "--suite", str(grid), "--plan"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("[1/3]     2 of 2     direct medqa smollm2-135m-instruct: finished"), lines[0]
+    assert lines[1].startswith(f"[2/3]     2 of 4     direct medqa smollm2-135m-instruct: about {_duration(2 * per)} left")
+    assert lines[2].startswith("[3/3]     0 of 3 ") and f"({new})" in lines[2]
+    assert lines[3].startswith("3 runs: 1 finished, 1 started, 1 not started; 5 records left, about "), lines[3]
+    assert run_cli(["eval", "--method", "direct", "--benchmark", "medqa", "--limit", "4", "--out", str(half),
+                    "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "2 of 4 there (the run resumes after them)" in out, out
+    assert f"estimated time: about {_duration(2 * per)} ({per:.1f} s a record, this run's own so far)" in out
+    assert (half / "records.jsonl").read_bytes() == before and not new.exists()
+    assert run_cli(["eval", "--suite", str(grid), "--plan", "--limit", "9"]) == 2    # the suite sets the runs
+    assert "drop --limit" in capsys.readouterr().err
+
+
 def test_a_recipe_that_sets_sample_and_out_runs(monkeypatch, capsys, no_models):
     """The demo recipe chooses its questions and folder itself: it passes the gate to run_eval."""
     from pra.errors import UserError
