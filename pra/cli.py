@@ -699,6 +699,7 @@ TOOLS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
         "inject": ("eval.analysis.inject", "error injection: does the agent's reward drop on injected errors"),
         "rescore": ("eval.analysis.rescore", "post-hoc rewards for a run's traces"),
         "qwc-pool": ("eval.analysis.qwc_pool", "the scored training traces that qwc shows as examples"),
+        "selection": ("eval.analysis.selection", "does the agent rank right answers above wrong ones in its trees"),
     }),
     "corpus": ("corpora: build one from its raw sources, measure its retrieval recall", {
         "build": ("corpora.build", "build a passage corpus (medcorp-mini and others) from its sources"),
@@ -744,7 +745,8 @@ VERB_DOCS: dict[str, tuple[str, tuple[str, ...]]] = {
               ("pra agent evaluate pra-smollm2-goldprob --recipe cpu-goldprob",
                "pra agent evidence-check --help")),
     "runs": ("Analyses of finished run folders: trajectory quality, error injection, post-hoc rescoring, "
-             "the qwc example pool. `pra runs TOOL --help` shows a tool's own flags.",
+             "the qwc example pool, the agent's choice among its trees' answers. `pra runs TOOL --help` shows "
+             "a tool's own flags.",
              ("pra runs quality --help", "pra runs inject --help")),
     "corpus": ("Build a passage corpus from its raw sources (the shipped medcorp-mini is built this way; "
                "`pra index build` then embeds it), and measure its retrieval recall.",

@@ -110,6 +110,7 @@ CASES = [
     (["perf", "backends", "--paths", "nonsense"], "unknown path nonsense"),
     (["agent", "evaluate", "--no-such-flag"], "the following arguments are required: agent"),
     (["runs", "quality", "x"], "the following arguments are required: --judge, --out"),
+    (["runs", "selection", "{tmp}/runa"], "runa: its records keep no search tree (PRA runs keep one"),
     (["corpus", "build", "medcorp-huge"], "invalid choice: 'medcorp-huge'"),
     (["eval", "--method", "direct", "--backend", "openai", "--base-url", "http://u:SECRET@h:1?api_key=TOKEN",
       "--read-timeout", "0"], "--read-timeout must be a finite number of seconds above 0"),
