@@ -687,6 +687,7 @@ TOOLS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
         "engine": ("eval.perf.engine", "the stage queue and prefix reuse against their naive forms"),
         "retrieval": ("eval.perf.retrieval", "dense, BM25 and hybrid retrieval latency"),
         "embed": ("eval.perf.embed", "passage embedding throughput of the dense encoders"),
+        "label": ("eval.perf.label", "the gold-probability teacher's reads with prefix reuse and without"),
     }),
     "agent": ("reward agents: held-out evaluation, shipping, the planted-signal check, label quality", {
         "evaluate": ("training.evaluate_agent", "held-out reward AUROC and search accuracy beside their baselines"),

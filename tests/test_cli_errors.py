@@ -108,6 +108,7 @@ CASES = [
     (["eval", "--method", "pra", "--agent-backend", "llamacpp", "--agent-dtype", "int8", "--sample", "2", "--out", "{tmp}/run"],
      "--agent-dtype applies to --agent-backend transformers, not llamacpp"),
     (["perf", "backends", "--paths", "nonsense"], "unknown path nonsense"),
+    (["perf", "label", "--labels", "{tmp}"], "no label_config.json (is it a `pra label` folder?)"),
     (["agent", "evaluate", "--no-such-flag"], "the following arguments are required: agent"),
     (["runs", "quality", "x"], "the following arguments are required: --judge, --out"),
     (["runs", "selection", "{tmp}/runa"], "runa: its records keep no search tree (PRA runs keep one"),

@@ -142,34 +142,37 @@ class LlamaCppBackend(TokenDecoderBackend):
     def _prefill(self, rows: list[list[int]]) -> tuple[list[_Seq], list[np.ndarray]]:
         """Put each distinct row in a sequence of its own, starting from the longest prefix that a held
         sequence or an earlier row of this call has (at least its last token is computed, for its
-        logits). Rows that start from a held sequence (or from nothing) go in one batched pass, the
-        rows that start from one of those in a second. Returns one sequence and the next-token logits
-        per row (equal rows share both)."""
+        logits). A row is computed in the batched pass after its source's (a held sequence, or none:
+        the first pass), so rows that extend one another, such as a trace read after each of its steps,
+        compute each step once. Returns one sequence and the next-token logits per row (equal rows
+        share both)."""
         distinct: dict[tuple[int, ...], _Seq] = {}
         plan: list[tuple[_Seq, list[int], _Seq | None, int]] = []     # (sequence, row, source, shared)
-        leaders: list[_Seq] = []
+        level: dict[int, int] = {id(h): -1 for h in self._held}        # the pass each sequence is computed in
         for row in rows:
             if tuple(row) in distinct:
                 continue
             seq = distinct[tuple(row)] = self._new_seq()
-            sources = self._held + leaders if self.share_prefix else []
+            sources = self._held + [p[0] for p in plan] if self.share_prefix else []
             src, n = max(((h, _common(h.tokens, row)) for h in sources), key=lambda x: x[1], default=(None, 0))
             n = min(n, len(row) - 1)
-            plan.append((seq, row, src if n else None, n))
-            if not n or src in self._held:
-                leaders.append(seq)
+            src = src if n else None
+            level[id(seq)] = level[id(src)] + 1 if src is not None else 0
+            plan.append((seq, row, src, n))
             seq.tokens = list(row)
         logits: dict[int, np.ndarray] = {}
-        for first_pass in (True, False):
-            now = [p for p in plan if (p[0] in leaders) == first_pass]
-            entries = []
-            for seq, row, src, n in now:
+        for now in range(max(level[id(p[0])] for p in plan) + 1):
+            entries, computed = [], []
+            for seq, row, src, n in plan:
+                if level[id(seq)] != now:
+                    continue
                 if n:
                     self.ll.llama_memory_seq_cp(self._mem, src.sid, seq.sid, 0, n)
                 entries += [(row[p], p, seq.sid, p == len(row) - 1) for p in range(n, len(row))]
+                computed.append(seq.sid)
                 self.stats.prompt_tokens += len(row) - n
                 self.stats.extra["cached_prompt_tokens"] += n
-            logits.update(zip((seq.sid for seq, *_ in now), self._forward(entries)))
+            logits.update(zip(computed, self._forward(entries)))
         seqs = [distinct[tuple(r)] for r in rows]
         return seqs, [logits[s.sid] for s in seqs]
 
