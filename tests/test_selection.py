@@ -60,6 +60,13 @@ def test_a_run_without_trees_or_without_answers_is_refused_by_name(tmp_path):
     (tmp_path / "records.jsonl").write_text(json.dumps(record("q", "A", [node(1, 0.3)], False)) + "\n")
     with pytest.raises(UserError, match="no candidate in its trees wrote an answer"):
         selection(tmp_path)
+    bad = record("q", "A", [node(1, 0.3, "A"), {"depth": 1, "score": "high", "answer": "B"}], True)
+    (tmp_path / "records.jsonl").write_text(json.dumps(bad) + "\n")
+    with pytest.raises(UserError, match=r"record 1 \(id 'q'\) has a tree node without an integer depth"):
+        selection(tmp_path)
+    (tmp_path / "records.jsonl").write_text(json.dumps({"id": "q", "tree": []}) + "\n")
+    with pytest.raises(UserError, match="record 1 .* has no gold, correct"):
+        selection(tmp_path)
 
 
 def test_on_the_committed_qwen_pra_run_the_agent_ranks_answers_at_chance(capsys):

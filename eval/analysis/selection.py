@@ -76,10 +76,23 @@ def _ratio_ci(wins: np.ndarray, pairs: np.ndarray, seed: int = 0) -> tuple[float
     return float(low), float(high)
 
 
+def _check(run: Path, records: list[dict[str, Any]]) -> None:
+    """Each record has what the measures read; an error names the run and the record otherwise."""
+    if not records or any(not isinstance(r, dict) or "tree" not in r for r in records):
+        raise UserError(f"{run}: its records keep no search tree (PRA runs keep one; CoT, SC and RAG do not)")
+    for n, r in enumerate(records, 1):
+        missing = [k for k in ("id", "gold", "correct") if k not in r]
+        nodes_ok = isinstance(r["tree"], list) and all(
+            isinstance(node, dict) and isinstance(node.get("depth"), int) and
+            isinstance(node.get("score"), (int, float)) for node in r["tree"])
+        if missing or not nodes_ok:
+            what = f"no {', '.join(missing)}" if missing else "a tree node without an integer depth and a numeric score"
+            raise UserError(f"{run}: record {n} (id {str(r.get('id'))[:60]!r}) has {what}")
+
+
 def selection(run: Path) -> Selection:
     records = run_records(run)
-    if not records or any("tree" not in r for r in records):
-        raise UserError(f"{run}: its records keep no search tree (PRA runs keep one; CoT, SC and RAG do not)")
+    _check(run, records)
     answered = [(r, [node["answer"] for node in _answers(r)]) for r in records]
     answered = [(r, a) for r, a in answered if a]
     if not answered:
