@@ -77,11 +77,14 @@ def paired_ci(correct_a: Sequence[bool], correct_b: Sequence[bool], groups: Sequ
     for i, g in enumerate(groups):
         index[g].append(i)
     diff = np.asarray(correct_b, float) - np.asarray(correct_a, float)
-    sums = np.array([diff[ix].sum() for ix in index.values()])
-    sizes = np.array([len(ix) for ix in index.values()], float)
+    return ratio_ci(np.array([diff[ix].sum() for ix in index.values()]),
+                    np.array([len(ix) for ix in index.values()], float), seed, rounds)
+
+
+def ratio_ci(sums: np.ndarray, sizes: np.ndarray, seed: int = 0, rounds: int = BOOTSTRAP) -> tuple[float, float]:
+    """95% percentile CI of sum(sums) / sum(sizes), resampling whole groups (one entry of each a group)."""
     draws = np.random.default_rng(seed).integers(0, len(sums), size=(rounds, len(sums)))
-    means = sums[draws].sum(1) / sizes[draws].sum(1)
-    low, high = np.percentile(means, [2.5, 97.5])
+    low, high = np.percentile(sums[draws].sum(1) / sizes[draws].sum(1), [2.5, 97.5])
     return float(low), float(high)
 
 

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from eval.analysis.compare import BOOTSTRAP, paired_ci, run_records
+from eval.analysis.compare import paired_ci, ratio_ci, run_records
 from pra.errors import UserError
 from pra.selection import split_id
 
@@ -70,12 +70,6 @@ def vote_share(answers: Sequence[str], gold: str) -> float:
     return (gold in top) / len(top)
 
 
-def _ratio_ci(wins: np.ndarray, pairs: np.ndarray, seed: int = 0) -> tuple[float, float]:
-    draws = np.random.default_rng(seed).integers(0, len(wins), size=(BOOTSTRAP, len(wins)))
-    low, high = np.percentile(wins[draws].sum(1) / pairs[draws].sum(1), [2.5, 97.5])
-    return float(low), float(high)
-
-
 def _check(run: Path, records: list[dict[str, Any]]) -> None:
     """Each record has what the measures read; an error names the run and the record otherwise."""
     if not records or any(not isinstance(r, dict) or "tree" not in r for r in records):
@@ -100,12 +94,12 @@ def selection(run: Path) -> Selection:
     votes = [vote_share(a, r["gold"]) for r, a in answered]
     correct = [bool(r["correct"]) for r, _ in answered]
     low, high = paired_ci(votes, correct, [split_id(r["id"])[0] for r, _ in answered])
-    groups = [split_id(r["id"])[0] for r in records]
-    wins = [step_wins(r) for r in records]
     by_question: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
-    for g, (w, p) in zip(groups, wins):
-        by_question[g][0] += w
-        by_question[g][1] += p
+    for r in records:
+        w, p = step_wins(r)
+        totals = by_question[split_id(r["id"])[0]]
+        totals[0] += w
+        totals[1] += p
     held = [(w, p) for w, p in by_question.values() if p]
     m = len(answered)
     return Selection(
@@ -115,7 +109,7 @@ def selection(run: Path) -> Selection:
         pick_minus_vote=(sum(correct) / m - sum(votes) / m, low, high),
         gold_proposed=sum(r["gold"] in a for r, a in answered) / m,
         auroc=sum(w for w, _ in held) / sum(p for _, p in held) if held else None,
-        auroc_ci=_ratio_ci(*map(np.array, zip(*held))) if len(held) > 1 else None,
+        auroc_ci=ratio_ci(*map(np.array, zip(*held))) if len(held) > 1 else None,
         auroc_questions=len(held))
 
 

@@ -149,17 +149,19 @@ class LlamaCppBackend(TokenDecoderBackend):
         distinct: dict[tuple[int, ...], _Seq] = {}
         plan: list[tuple[_Seq, list[int], _Seq | None, int]] = []     # (sequence, row, source, shared)
         level: dict[int, int] = {id(h): -1 for h in self._held}        # the pass each sequence is computed in
+        sources = list(self._held) if self.share_prefix else []
         for row in rows:
             if tuple(row) in distinct:
                 continue
             seq = distinct[tuple(row)] = self._new_seq()
-            sources = self._held + [p[0] for p in plan] if self.share_prefix else []
             src, n = max(((h, _common(h.tokens, row)) for h in sources), key=lambda x: x[1], default=(None, 0))
             n = min(n, len(row) - 1)
             src = src if n else None
             level[id(seq)] = level[id(src)] + 1 if src is not None else 0
             plan.append((seq, row, src, n))
             seq.tokens = list(row)
+            if self.share_prefix:
+                sources.append(seq)
         logits: dict[int, np.ndarray] = {}
         for now in range(max(level[id(p[0])] for p in plan) + 1):
             entries, computed = [], []
