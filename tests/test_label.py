@@ -1,4 +1,4 @@
-"""Teacher labelling: the margin maths on known log-probs, and a tiny resumable run on SmolLM2."""
+"""Teacher labelling: the margin maths on known log-probs, and tiny resumable runs on SmolLM2."""
 import json
 import math
 from dataclasses import replace
@@ -7,7 +7,7 @@ import pytest
 
 from pra.prompts import policy_prompt_id
 from pra.records import read_records
-from training.config import LabelConfig
+from training.config import LabelConfig, load_config
 from training.label import judge_fields, label_stats, margin, run_label, search_labels, with_search_labels
 
 
@@ -87,6 +87,24 @@ def test_tiny_labelling_run_is_resumable(smollm2, bm25, tmp_path):
     settings.write_text(json.dumps({**recorded, "policy_prompt": {"steps": "chat-0", "docs": "chat-0"}}))
     with pytest.raises(ValueError, match=r"other settings: they differ in policy_prompt.docs \(.*policy_prompt.steps"):
         run_label(cfg, policy=smollm2, retriever=bm25)
+
+
+def test_each_block_is_labelled_before_the_next_is_traced(smollm2, bm25, tmp_path):
+    """A stop loses at most the block in hand: the first block's steps are labelled while the traces
+    file holds that block only."""
+    traced_at_retrieval = []
+
+    class Watching:
+        def retrieve(self, queries, k):
+            traced_at_retrieval.append(len(list(read_records(tmp_path / "traces.jsonl"))))
+            return bm25.retrieve(queries, k)
+
+    cfg = LabelConfig(limit=2, out=str(tmp_path), max_steps=1, step_tokens=8, teachers=["judge"], docs=1,
+                      chunk=1, block=1)
+    stats = run_label(cfg, policy=smollm2, retriever=Watching())
+    assert traced_at_retrieval == [1, 2] and stats["questions"] == 2
+    with pytest.raises(ValueError, match="--block"):
+        load_config(LabelConfig, "label", None, {"block": 0})
 
 
 def test_the_flags_choices_are_what_training_and_retrieval_read():

@@ -70,6 +70,8 @@ class LabelConfig:
     batch_size: int = option(16, group="engine", help="sequences per forward batch (transformers backend)")
     max_active: int = option(16, group="engine", help="questions (or partial traces) in the engine's queue at once")
     chunk: int = option(4, group="engine", help="questions labelled per batch: what a stop loses at most")
+    block: int = option(32, group="engine",
+                        help="questions traced, then labelled, before the next block: a stop keeps every finished block's labels")
     teachers: list[str] = option(group="teachers", type=teacher_list, metavar="T,T",
                                  default_factory=lambda: ["judge", "rollout"],
                                  help="comma-separated: judge, rollout, goldprob")
@@ -153,7 +155,7 @@ class TrainConfig:
 RANGES: dict[type, tuple] = {
     LabelConfig: (("limit", 1, None), ("traces", 1, None), ("max_steps", 1, None), ("step_tokens", 1, None),
                   ("temperature", 0, None), ("top_p", 0, 1, True), ("batch_size", 1, None), ("max_active", 1, None),
-                  ("chunk", 1, None), ("docs", 0, None), ("max_doc_chars", 1, None), ("rollouts", 1, None),
+                  ("chunk", 1, None), ("block", 1, None), ("docs", 0, None), ("max_doc_chars", 1, None), ("rollouts", 1, None),
                   ("rollout_steps", 1, None), ("rollout_threshold", 0, 1)),
     TrainConfig: (("lr", 0, None, True), ("batch_size", 1, None), ("grad_accum", 1, None), ("epochs", 1, None),
                   ("max_steps", 1, None), ("save_every", 1, None), ("eval_every", 1, None), ("keep", 1, None),

@@ -1,13 +1,15 @@
 """``pra label``: policy traces on training questions, and teacher labels for every step of them.
 
-Two resumable phases, each an append-only JSON-lines file in ``out``:
+Two resumable phases, each an append-only JSON-lines file in ``out``, run a block of questions at a
+time (traces, then their labels), so a stopped run keeps the labels of every block it finished:
 
   traces.jsonl  one record per question: the policy's traces (greedy CoT, or k sampled), as steps
   labels.jsonl  one record per (question, trace, step): the prompt parts, the retrieved documents, the
                 judge's log-probs without and with them, m, m_docs, dm, the rollout answers, the
                 gold probabilities before and after the step and with documents, the labels
 
-Traces are fixed on disk before any step is labelled, so a resumed run labels the same steps. The
+A block's traces are fixed on disk before any of its steps is labelled, so a resumed run labels the
+same steps. The
 search label compares |dm| with the median over the whole labelled set, so it is applied when the
 labels are read (``with_search_labels``), never stored: resuming cannot shift it.
 
@@ -154,7 +156,8 @@ def generate_traces(cfg: LabelConfig, policy: LMBackend, questions: list[Questio
         temperature=cfg.temperature if k > 1 else 0.0, top_p=cfg.top_p, seed=cfg.seed, aggregate="vote"))
     with JsonlWriter(path) as writer:
         todo = [q for q in questions if q.id not in writer.done]
-        for t in tqdm(engine.run([Trace(q) for q in todo], cfg.max_active), total=len(todo), desc="traces"):
+        for t in tqdm(engine.run([Trace(q) for q in todo], cfg.max_active), total=len(todo), desc="traces",
+                      leave=False):
             distinct = {tuple(s.text for s in c.steps if s.text): c for c in t.beam}
             writer.write({"id": t.question.id, "traces": [
                 {"steps": list(steps), "answer": c.answer, "forced": c.forced}
@@ -326,7 +329,7 @@ def goldprob_reader(cfg: LabelConfig, policy: LMBackend) -> LMBackend:
 
 # Settings that choose the questions, pace the work or say where it goes; a resumed run may change them,
 # not the others (they are left out of the label set's fingerprint).
-PACING = {"out", "limit", "shard", "batch_size", "max_active", "chunk"}
+PACING = {"out", "limit", "shard", "batch_size", "max_active", "chunk", "block"}
 # What label_config.json holds beside the LabelConfig fields.
 RECORDED = ("purpose", "policy_prompt", "fingerprint")
 # The policy's prompts a label set's teachers read: its traces' steps, and the steps after passages.
@@ -367,7 +370,6 @@ def run_label(cfg: LabelConfig, policy: LMBackend | None = None, judge: LMBacken
     out.mkdir(parents=True, exist_ok=True)
     policy = policy or _backend(cfg.policy, cfg.backend, cfg.base_url, cfg.batch_size)
     _check_settings(out / "label_config.json", cfg, purpose, policy.has_chat_template)
-    generate_traces(cfg, policy, list(questions.values()), out / "traces.jsonl")
     if "judge" in cfg.teachers and judge is None:
         same = (cfg.judge, cfg.judge_backend, cfg.judge_base_url) == (cfg.policy, cfg.backend, cfg.base_url)
         judge = policy if same else _backend(cfg.judge, cfg.judge_backend, cfg.judge_base_url, cfg.batch_size)
@@ -375,16 +377,22 @@ def run_label(cfg: LabelConfig, policy: LMBackend | None = None, judge: LMBacken
     if retriever is None:
         from corpora.retrieval import load_retriever
         retriever = load_retriever(cfg.corpus, mode=cfg.retrieval)
-    with JsonlWriter(out / "labels.jsonl") as writer:
-        items = [i for i in step_items(questions, read_records(out / "traces.jsonl")) if i.id not in writer.done]
-        by_question: dict[str, list[Item]] = {}
-        for i in items:
-            by_question.setdefault(i.question.id, []).append(i)
-        groups = list(by_question.values())
-        for s in tqdm(range(0, len(groups), cfg.chunk), desc="labels"):
-            chunk = [i for g in groups[s:s + cfg.chunk] for i in g]
-            for record in label_chunk(cfg, chunk, policy, judge, retriever, reader):
-                writer.write(record)
+    traces, asked = out / "traces.jsonl", list(questions.values())
+    with JsonlWriter(out / "labels.jsonl") as writer, tqdm(total=len(asked), unit="question", desc="labels") as bar:
+        for start in range(0, len(asked), cfg.block):
+            block = asked[start:start + cfg.block]
+            generate_traces(cfg, policy, block, traces)
+            by_question: dict[str, list[Item]] = {q.id: [] for q in block}
+            for i in step_items({q.id: q for q in block}, read_records(traces)):
+                if i.id not in writer.done:
+                    by_question[i.question.id].append(i)
+            groups = [g for g in by_question.values() if g]
+            bar.update(len(block) - len(groups))
+            for s in range(0, len(groups), cfg.chunk):
+                chunk = [i for g in groups[s:s + cfg.chunk] for i in g]
+                for record in label_chunk(cfg, chunk, policy, judge, retriever, reader):
+                    writer.write(record)
+                bar.update(len(groups[s:s + cfg.chunk]))
     ids = set(questions)
     stats = label_stats(r for r in read_records(out / "labels.jsonl") if r["question_id"] in ids)
     (out / "label_stats.json").write_text(json.dumps(stats, indent=2))
