@@ -9,9 +9,8 @@ time (traces, then their labels), so a stopped run keeps the labels of every blo
                 gold probabilities before and after the step and with documents, the labels
 
 A block's traces are fixed on disk before any of its steps is labelled, so a resumed run labels the
-same steps. The
-search label compares |dm| with the median over the whole labelled set, so it is applied when the
-labels are read (``with_search_labels``), never stored: resuming cannot shift it.
+same steps. The search label compares |dm| with the median over the whole labelled set, so it is
+applied when the labels are read (``with_search_labels``), never stored: resuming cannot shift it.
 
 Teachers: the judge (the paper's: an LLM shown the question, the gold answer, documents and the trace
 up to the step, answering one digit, read as log-probs of ``0``/``1``), Monte-Carlo rollouts
