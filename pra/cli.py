@@ -688,6 +688,7 @@ TOOLS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
         "retrieval": ("eval.perf.retrieval", "dense, BM25 and hybrid retrieval latency"),
         "embed": ("eval.perf.embed", "passage embedding throughput of the dense encoders"),
         "label": ("eval.perf.label", "the gold-probability teacher's reads with prefix reuse and without"),
+        "train": ("eval.perf.train", "the reward agent's optimizer steps in float32 and under bf16 autocast"),
     }),
     "agent": ("reward agents: held-out evaluation, shipping, the planted-signal check, label quality", {
         "evaluate": ("training.evaluate_agent", "held-out reward AUROC and search accuracy beside their baselines"),

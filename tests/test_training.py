@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import training.train as train_module
+from pra.errors import UserError
 from pra.records import read_records
 from pra.reward_agent import RewardAgent, load_reward_agent, two_way
 from training.config import TrainConfig
@@ -291,3 +292,25 @@ def test_lora_targets_come_from_the_command_line_and_unknown_ones_are_named(labe
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "lora_targets" in err and "qkv_proj" in err and "down_proj" in err
     assert "Traceback" not in err
+
+
+def test_perf_train_times_both_modes_on_the_same_steps(labels, capsys):
+    """`pra perf train`: the same optimizer steps in float32 and under bf16 autocast. Their losses start
+    from the same adapter on the same examples, so they differ only by bf16's rounding: not zero (autocast
+    was on) and small (same examples, same order)."""
+    from eval.perf.train import main
+
+    main(["--recipe", "cpu", "--labels", str(labels), "--batch-size", "1", "--grad-accum", "2", "--steps", "3"])
+    out = capsys.readouterr().out.splitlines()
+    per_example = {line.split()[0]: float(line.split("s an example")[0].split()[-1]) for line in out if "s an example" in line}
+    assert set(per_example) == {"float32", "bf16"} and all(s > 0 for s in per_example.values())
+    moved = float(next(line for line in out if "differs by at most" in line).split()[-4])
+    assert 0 < moved < 0.25
+    assert out[-1].startswith("summary: bf16 autocast runs ") and "smollm2-135m-instruct" in out[-1]
+
+
+def test_perf_train_names_a_label_set_too_small_for_its_steps(labels):
+    from eval.perf.train import main
+
+    with pytest.raises(UserError, match="fewer than the 400"):
+        main(["--recipe", "cpu", "--labels", str(labels), "--batch-size", "10", "--grad-accum", "10", "--steps", "4"])
