@@ -244,6 +244,17 @@ def test_ship_copies_the_adapter_with_a_card_written_from_the_run(trained, label
         ship_module.ship(tmp_path / "no-run", "x", "cpu")
 
 
+def test_a_card_says_how_much_of_an_epoch_a_run_capped_by_max_steps_saw():
+    from training.ship import training_extent
+
+    run = {"optimizer_steps": 240, "effective_batch": 8, "train_examples": 7513, "epochs": 1}
+    assert training_extent({**run, "max_steps": 240}) == (
+        "240 optimizer steps (stopped by max_steps: 1920 examples seen, 0.26 of an epoch of 7513 examples)")
+    assert training_extent({**run, "max_steps": None}) == "1 epoch(s), 240 optimizer steps on 7513 examples"
+    whole = {**run, "optimizer_steps": 940, "max_steps": 2000}       # a cap the epochs end before
+    assert training_extent(whole) == "1 epoch(s), 940 optimizer steps on 7513 examples"
+
+
 def test_flags_for_a_config_parse_back_into_it():
     """A model card's `pra train` line: the flags that turn the recipe's config into the run's, read back
     by the command's own parser, give the run's config (bools through their store_true/false flags)."""

@@ -134,7 +134,8 @@ class TrainConfig:
     batch_size: int = option(4, group="optimizer", help="examples per forward pass")
     grad_accum: int = option(4, group="optimizer", help="forward passes per optimizer step")
     epochs: int = option(3, group="optimizer", help="passes over the labels")
-    max_steps: int | None = option(None, group="optimizer", metavar="N", help="optimizer steps at most (smoke runs)")
+    max_steps: int | None = option(None, group="optimizer", metavar="N",
+                                   help="optimizer steps at most (a smoke run, or a run stopped short of its epochs)")
     max_grad_norm: float = option(1.0, group="optimizer", help="gradient clipping norm")
     bf16: bool | None = option(None, group="model", action=argparse.BooleanOptionalAction,
                                help="autocast to bfloat16 (weights and optimizer stay float32); default: where the "

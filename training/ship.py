@@ -99,6 +99,17 @@ def labelled(label_cfg: dict, label_stats: dict) -> int:
     return label_stats.get("questions", label_cfg["limit"])
 
 
+def training_extent(args: dict) -> str:
+    """How much of the data the run saw: its epochs, or, where ``max_steps`` stopped it first, the share
+    of an epoch its optimizer steps covered (a capped run's steps would otherwise read as a whole epoch)."""
+    steps, examples = args["optimizer_steps"], args["train_examples"]
+    seen = steps * args["effective_batch"]
+    if args.get("max_steps") and seen < examples * args["epochs"]:
+        return (f"{steps} optimizer steps (stopped by max_steps: {seen} examples seen, {seen / examples:.2f} of an "
+                f"epoch of {examples} examples)")
+    return f"{args['epochs']} epoch(s), {steps} optimizer steps on {examples} examples"
+
+
 def label_command(label_cfg: dict, label_stats: dict, recipe: str, args: dict) -> str:
     if label_cfg.get("purpose") == EVIDENCE_CHECK:
         return (f"pra agent evidence-check --out {Path(args['labels']).parent} "
@@ -156,8 +167,7 @@ policy: it never sees the policy's weights, only its text.
 `{args['reward_label']}` reward targets, `{args['search_label']}` search labels{docs}; prompts show
 {prompt}. LoRA r={args['lora_r']}
 alpha={args['lora_alpha']} on {', '.join(args['lora_targets'])}, lr {args['lr']} ({args['scheduler']},
-{args['warmup_steps']} warm-up steps), effective batch {args['effective_batch']}, {args['epochs']} epoch(s),
-{args['optimizer_steps']} optimizer steps on {args['train_examples']} examples
+{args['warmup_steps']} warm-up steps), effective batch {args['effective_batch']}, {training_extent(args)}
 ({args['dropped_too_long']} dropped as longer than {args['max_tokens']} tokens). Training loss
 {_fmt(losses[0]) if losses else 'n/a'} at the first step, {_fmt(losses[-1]) if losses else 'n/a'} at the last.
 
