@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 from pra import cli
+from pra.models import AGENTS_DIR
+
+SHIPPED = ", ".join(sorted(p.name for p in AGENTS_DIR.iterdir() if p.is_dir()))   # every one is named
 
 ROW = '{"id": "%s", "question": "q?", "options": ["x", "y"], "answer": "%s"}\n'
 BAD_JSON = '{"id": "a", "question": "q?", "options": ["x", "y"], "answer": "A"}\n' \
@@ -59,7 +62,7 @@ CASES = [
     (["eval", "--policy", "no-such-model", "--method", "direct", "--out", "{tmp}/run"], "--policy no-such-model: not an embedded model or a folder, and not in the hub cache while the hub is "
      "unreachable (embedded models: smollm2-135m-instruct"),
     (["eval", "--recipe", "pra-cpu", "--reward-agent", "/nonexistent", "--out", "{tmp}/run"], "--reward-agent /nonexistent: no such model folder"),
-    (["eval", "--recipe", "pra-cpu", "--reward-agent", "/nonexistent"], "; shipped agents: pra-qwen05-goldprob, pra-qwen15-goldprob, pra-smollm2-cpu"),
+    (["eval", "--recipe", "pra-cpu", "--reward-agent", "/nonexistent"], "; shipped agents: " + SHIPPED),
     (["eval", "--recipe", "{tmp}/notyaml.yaml"], "notyaml.yaml:2:"),
     (["eval", "--recipe", "{tmp}/badsearch.yaml"], "badsearch.yaml: unknown search field(s) beams"),
     (["eval", "--recipe", "pra-cpu", "--beam-width", "0"], "--beam-width (search.beam_width) must be at least 1"),
