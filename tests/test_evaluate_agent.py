@@ -79,6 +79,25 @@ def test_step_metrics_and_the_paired_gain():
     assert untrained["search_accuracy"] == untrained["always_search_accuracy"]             # the flat 0.7 readout
 
 
+def test_search_accuracy_is_also_read_where_a_threshold_controller_decides():
+    # Per question: a step the teacher says to search for (label 1, also shown with its documents: that
+    # prompt's label is 1 by construction) and one not to (label 0). A readout that only notices the
+    # documents matches always-searching where it decides; one that tells the steps apart beats it there.
+    examples = [e for i in range(10) for e in (example(f"q{i}", 1, 1.0), example(f"q{i}", 1, 1.0, docs=True),
+                                                replace(example(f"q{i}", 2, 0.0), search=0))]
+    sees_docs = step_metrics(examples, [Readout(0.5, 0.9 if e.request.docs else 0.1) for e in examples])
+    decides = step_metrics(examples, [Readout(0.5, 0.9 if e.search else 0.1) for e in examples])
+    assert sees_docs["prompts_without_docs"] == decides["prompts_without_docs"] == 20
+    assert sees_docs["always_search_accuracy_without_docs"] == 0.5 and sees_docs["always_search_accuracy"] == pytest.approx(2 / 3)
+    assert sees_docs["search_accuracy_without_docs"] == 0.5 and sees_docs["search_minus_always_without_docs_ci"] == [0.0, 0.0]
+    assert decides["search_accuracy_without_docs"] == 1.0 and decides["search_minus_always_without_docs_ci"] == [0.5, 0.5]
+    assert decides["action_median_without_docs"] == pytest.approx(0.5)
+    summary = held_out_summary(examples, sees_docs, decides)
+    assert summary["search_accuracy_without_docs"] == 1.0 and summary["untrained_search_accuracy_without_docs"] == 0.5
+    only_docs = step_metrics(examples[1:2], [Readout(0.5, 0.9)])
+    assert only_docs["prompts_without_docs"] == 0 and only_docs["search_accuracy_without_docs"] is None
+
+
 def test_the_answering_step_rule_stands_next_to_the_agent():
     # Per question a positive and a negative reasoning step and a wrong answer (a negative): ranking
     # answering steps last scores 0.75 without reading anything. An agent that learned only that gains

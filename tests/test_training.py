@@ -255,6 +255,18 @@ def test_a_card_says_how_much_of_an_epoch_a_run_capped_by_max_steps_saw():
     assert training_extent(whole) == "1 epoch(s), 940 optimizer steps on 7513 examples"
 
 
+def test_a_card_gives_the_search_readout_where_it_decides_beside_always_searching():
+    from training.ship import search_line
+
+    metrics = {"prompts_without_docs": 586, "search_accuracy_without_docs": 0.61,
+               "always_search_accuracy_without_docs": 0.48, "search_minus_always_without_docs": 0.13,
+               "search_minus_always_without_docs_ci": [0.05, 0.2]}
+    line = search_line(metrics)
+    assert "586 prompts without documents" in line and "0.610 against always-searching's 0.480" in line
+    assert "a difference of 0.130 [0.050, 0.200]" in line
+    assert search_line({"search_accuracy_without_docs": None}) == ""      # an older run's metrics: no line
+
+
 def test_flags_for_a_config_parse_back_into_it():
     """A model card's `pra train` line: the flags that turn the recipe's config into the run's, read back
     by the command's own parser, give the run's config (bools through their store_true/false flags)."""

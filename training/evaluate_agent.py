@@ -21,7 +21,10 @@ and the reward AUROC next to a string rule that ranks every step that states an 
 step that does not (``answer_rule_reward_auroc``, and the agent's paired difference from it): where the
 policy's answers are mostly wrong, a teacher that rewards correct answers makes that rule beat chance,
 and an agent that learned only it has learned nothing about the question.
-The prompts with documents exist only for steps whose search label is 1, so that share is often high.
+The prompts with documents exist only for steps whose search label is 1, so that share is often high,
+and a readout can score there by noticing the documents: the search accuracy that tells whether the
+readout can steer a threshold controller is the one on the prompts without documents, where it decides
+(``search_accuracy_without_docs``, against always-searching on the same prompts with a paired interval).
 ``--baselines`` adds, for the planted-signal sets, the AUROC of the substring, BM25 and length rules on
 the same held-out steps (training.evidence_check.rule_baselines) and the agent's paired difference
 from each.
@@ -42,6 +45,9 @@ from pra.steps import extract_answer
 from training.bootstrap import _auroc, question_bootstrap
 from training.dataset import Example, load_examples, split_by_question
 
+SEARCH_WHERE_DECIDED = ("prompts_without_docs", "search_accuracy_without_docs", "always_search_accuracy_without_docs",
+                        "search_minus_always_without_docs", "search_minus_always_without_docs_ci",
+                        "action_median_without_docs")
 READOUTS = "reward_readouts"     # an evaluation's per-example rewards, kept in log.jsonl for the paired gain
 
 
@@ -96,6 +102,25 @@ def search_baselines(examples: list[Example]) -> dict[str, float | None]:
             "constant_search_accuracy": max(share, 1.0 - share)}
 
 
+def search_where_decided(examples: list[Example], action: np.ndarray) -> dict[str, Any]:
+    """Search accuracy on the prompts without documents, the only ones a threshold controller reads
+    p(search) from: a prompt with documents exists only for a step whose search label is 1, so a readout
+    that learned "documents are shown" scores there for free. Next to always-searching on the same
+    prompts, with the paired difference's question-bootstrap interval, and the median p(search) there:
+    the θ that would search about half of these steps."""
+    kept = [k for k, e in enumerate(examples) if not e.request.docs]
+    if not kept:
+        return {**dict.fromkeys(SEARCH_WHERE_DECIDED), "prompts_without_docs": 0}
+    steps = [examples[k] for k in kept]
+    label = np.array([bool(e.search) for e in steps])
+    right = (action[kept] >= 0.5) == label
+    return {"prompts_without_docs": len(kept), "search_accuracy_without_docs": float(right.mean()),
+            "always_search_accuracy_without_docs": float(label.mean()),
+            "search_minus_always_without_docs": float(right.mean() - label.mean()),
+            "search_minus_always_without_docs_ci": question_bootstrap(steps, lambda i: float(right[i].mean() - label[i].mean())),
+            "action_median_without_docs": float(np.median(action[kept]))}
+
+
 def answer_rule(examples: list[Example]) -> np.ndarray:
     """The string rule's rewards: 0 for a step that states an answer, 1 for one that does not."""
     return np.array([0.0 if _answers(e) else 1.0 for e in examples])
@@ -118,7 +143,7 @@ def step_metrics(examples: list[Example], readouts: list[Readout]) -> dict[str, 
             "reward_pr_auc": float(average_precision_score(y, p)) if auroc is not None else None,
             "action_mean": float(action.mean()), "action_std": float(action.std()),
             "search_accuracy": float(np.mean([(r.action >= 0.5) == bool(e.search) for r, e in zip(readouts, examples)])),
-            **search_baselines(examples), READOUTS: p.tolist()}
+            **search_baselines(examples), **search_where_decided(examples, action), READOUTS: p.tolist()}
 
 
 def validate(agent: RewardAgent, examples: list[Example]) -> dict[str, Any]:
@@ -195,7 +220,11 @@ def held_out_summary(examples: list[Example], untrained: dict[str, Any], trained
             "action_std": trained.get("action_std"), "untrained_action_std": untrained.get("action_std"),
             "search_accuracy": trained.get("search_accuracy"),
             "untrained_search_accuracy": untrained.get("search_accuracy"),
-            **search_baselines(examples), "subgroups": subgroups}
+            **search_baselines(examples),
+            **{key: trained.get(key) for key in SEARCH_WHERE_DECIDED},
+            "untrained_search_accuracy_without_docs": untrained.get("search_accuracy_without_docs"),
+            "untrained_action_median_without_docs": untrained.get("action_median_without_docs"),
+            "subgroups": subgroups}
 
 
 def versus_rules(examples: list[Example], agent_rewards: list[float], max_doc_chars: int = 400) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pra.options import flags_for
 from pra.reward_agent import PROMPT_RECORD, shows_earlier_rewards
 from pra.errors import MissingFile
 from training.config import TrainConfig, load_config
+from training.evaluate_agent import SEARCH_WHERE_DECIDED
 from training.evidence_check import EVIDENCE_CHECK
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -24,7 +25,8 @@ HELD_OUT_KEYS = ("examples", "questions", "reward_auroc", "reward_auroc_ci", "re
                  "untrained_reward_auroc_ci", "untrained_reward_pr_auc", "reward_auroc_gain", "reward_auroc_gain_ci",
                  "answer_rule_reward_auroc", "answer_rule_reward_auroc_ci", "reward_auroc_minus_answer_rule",
                  "reward_auroc_minus_answer_rule_ci", "action_std", "untrained_action_std", "search_accuracy",
-                 "untrained_search_accuracy")
+                 "untrained_search_accuracy", *SEARCH_WHERE_DECIDED, "untrained_search_accuracy_without_docs",
+                 "untrained_action_median_without_docs")
 
 
 def _fmt(value) -> str:
@@ -49,6 +51,18 @@ def teachers_line(label_cfg: dict) -> str:
                     f"the policy's context gives the margin shift for search labels",
     }
     return "; ".join(said[t] for t in label_cfg.get("teachers", ["judge", "rollout"]))
+
+
+def search_line(metrics: dict) -> str:
+    """The search readout where a threshold controller decides (prompts without documents) against
+    always-searching there; a prompt with documents is labelled search by construction."""
+    if metrics.get("search_accuracy_without_docs") is None:
+        return ""
+    diff = _with_ci(metrics.get("search_minus_always_without_docs"), metrics.get("search_minus_always_without_docs_ci"))
+    return (f"\nSearch accuracy on the {metrics['prompts_without_docs']} prompts without documents, where a threshold"
+            f" controller decides (a prompt with documents is labelled search by construction): "
+            f"{_fmt(metrics['search_accuracy_without_docs'])} against always-searching's "
+            f"{_fmt(metrics.get('always_search_accuracy_without_docs'))}, a difference of {diff}.")
 
 
 def rule_line(metrics: dict) -> str:
@@ -139,7 +153,11 @@ def model_card(name: str, recipe: str, args: dict, metrics: dict, label_cfg: dic
                      for label, key in (("reward AUROC [95% CI]", "reward_auroc"), ("reward PR-AUC", "reward_pr_auc"),
                                         ("action readout p(s=1): std", "action_std"),
                                         ("action readout p(s=1): mean", "action_mean"),
-                                        ("search accuracy", "search_accuracy"), ("positive share", "positive_share"),
+                                        ("search accuracy", "search_accuracy"),
+                                        ("search accuracy without documents (where θ decides)", "search_accuracy_without_docs"),
+                                        ("always-search there", "always_search_accuracy_without_docs"),
+                                        ("p(search) median there", "action_median_without_docs"),
+                                        ("positive share", "positive_share"),
                                         ("steps", "examples"), ("questions", "questions")))
     losses = metrics["train_loss"]
     gain = _with_ci(metrics.get("reward_auroc_gain"), metrics.get("reward_auroc_gain_ci"))
@@ -182,7 +200,7 @@ trace).
 |---|---|---|
 {rows}
 
-Trained minus untrained reward AUROC (paired, same resamples): {gain}.{rule_line(metrics)}{subgroup_rows(metrics)}
+Trained minus untrained reward AUROC (paired, same resamples): {gain}.{search_line(metrics)}{rule_line(metrics)}{subgroup_rows(metrics)}
 
 ## Reproduce
 ```
