@@ -702,6 +702,7 @@ TOOLS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
         "rescore": ("eval.analysis.rescore", "post-hoc rewards for a run's traces"),
         "qwc-pool": ("eval.analysis.qwc_pool", "the scored training traces that qwc shows as examples"),
         "selection": ("eval.analysis.selection", "does the agent rank right answers above wrong ones in its trees"),
+        "theta": ("eval.analysis.theta", "the search threshold θ that searches a given share of candidates"),
     }),
     "corpus": ("corpora: build one from its raw sources, measure its retrieval recall", {
         "build": ("corpora.build", "build a passage corpus (medcorp-mini and others) from its sources"),

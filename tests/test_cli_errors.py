@@ -115,6 +115,7 @@ CASES = [
     (["agent", "evaluate", "--no-such-flag"], "the following arguments are required: agent"),
     (["runs", "quality", "x"], "the following arguments are required: --judge, --out"),
     (["runs", "selection", "{tmp}/runa"], "runa: its records keep no search tree (PRA runs keep one"),
+    (["runs", "theta", "{tmp}/runa"], "runa/config.json: no search_controller (is {tmp}/runa a PRA run?)"),
     (["corpus", "build", "medcorp-huge"], "invalid choice: 'medcorp-huge'"),
     (["eval", "--method", "direct", "--backend", "openai", "--base-url", "http://u:SECRET@h:1?api_key=TOKEN",
       "--read-timeout", "0"], "--read-timeout must be a finite number of seconds above 0"),
