@@ -3,7 +3,7 @@ run's agent gave its candidates before any documents, from the saved search tree
 
 A threshold controller (``--search threshold:θ``) searches a candidate when p(search) ≥ θ, and where
 p(search) sits depends on the policy that wrote the candidates: `pra-qwen05-goldprob-1k`'s median on
-its held-out training prompts (the 1.5B's traces) is 0.58, on the 0.5B's candidates 0.37, so θ = 0.58
+its held-out training prompts (the 1.5B's traces) is 0.58, on the 0.5B's candidates 0.39, so θ = 0.58
 searched 5% of them. Read θ from a run of the policy it will steer: a few questions under ``--search
 never`` or ``threshold:θ`` (any θ: a reading controller keeps the read it decided on, made before the
 documents). A run that searched always read each p(search) after its documents and is refused.
