@@ -149,18 +149,26 @@ def run_records(run: Path) -> list[dict[str, Any]]:
     return list(read_records(path))
 
 
-def run_benchmark(run: Path) -> tuple[str | None, str | None]:
-    """(benchmark name, benchmark_hash) from a run folder's config.json; None where it does not say (an
-    error-injection result, a folder written before configs held the hash)."""
+def run_config(run: Path) -> dict[str, Any] | None:
+    """A run folder's config.json (None where there is none: an error-injection result)."""
     path = Path(run) / "config.json"
     if not path.is_file():
-        return None, None
+        return None
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UserError(f"{path}: not valid JSON ({err})") from None
     if not isinstance(config, dict):
         raise UserError(f"{path}: expected a JSON object of settings")
+    return config
+
+
+def run_benchmark(run: Path) -> tuple[str | None, str | None]:
+    """(benchmark name, benchmark_hash) from a run folder's config.json; None where it does not say (an
+    error-injection result, a folder written before configs held the hash)."""
+    config = run_config(run)
+    if config is None:
+        return None, None
     name, digest = config.get("benchmark"), config.get("benchmark_hash")
     return (str(name) if name is not None else None), (str(digest) if digest is not None else None)
 

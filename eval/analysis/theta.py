@@ -14,14 +14,13 @@ share of always's come out near, not at, the share asked for.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from eval.analysis.compare import run_records
+from eval.analysis.compare import run_config, run_records
 from pra.errors import UserError
 from search.controllers import make_controller, parse_controller
 
@@ -51,19 +50,15 @@ def reads_before_documents(controller: str) -> bool:
 
 
 def _controller(run: Path) -> str:
-    path = run / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: missing; the run's search controller is read from it") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(config, dict) or not isinstance(config.get("search_controller"), str):
-        raise UserError(f"{path}: no search_controller (is {run} a PRA run?)")
+    config = run_config(run)
+    if config is None:
+        raise UserError(f"{run / 'config.json'}: missing; the run's search controller is read from it")
+    if not isinstance(config.get("search_controller"), str):
+        raise UserError(f"{run / 'config.json'}: no search_controller (is {run} a PRA run?)")
     return config["search_controller"]
 
 
-def _nodes(run: Path, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def _steps(run: Path, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every candidate's step, checked: an error names the run and the record."""
     steps = []
     for n, r in enumerate(records, 1):
@@ -82,7 +77,7 @@ def _nodes(run: Path, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
 
 def search_reads(run: Path) -> SearchReads:
     controller = _controller(run)
-    steps = _nodes(run, run_records(run))
+    steps = _steps(run, run_records(run))
     first = reads_before_documents(controller)
     reads = [s["action"] for s in steps if s["action"] is not None and (first or not s["searched"])]
     if not reads:
