@@ -36,10 +36,12 @@ def _measured_runs(results: Path) -> tuple[tuple[dict, dict], ...]:
     return tuple(runs)
 
 
-def measured_seconds(cfg: "EvalConfig", results: Path = RESULTS) -> tuple[float, int] | None:
-    """(median seconds per record, runs) over the committed runs with this method, policy and backend
-    (and for pra the same agent, B, b and steps); None when none was measured."""
-    found = []
+def measured_seconds(cfg: "EvalConfig", results: Path = RESULTS) -> tuple[float, int, bool] | None:
+    """(median seconds per record, runs, whether they are on this benchmark) over the committed runs
+    with this method, policy and backend (and for pra the same agent, B, b and steps): those on the
+    same benchmark where there are any, since a benchmark's question length sets its rate (MedQA's
+    vignettes take longer than medmcqa's one-liners), else all of them; None when none was measured."""
+    found: dict[bool, list[float]] = {True: [], False: []}
     for summary, config in _measured_runs(results):
         if (summary.get("method"), summary.get("policy"), config.get("backend", "transformers")) != \
                 (cfg.method, cfg.policy, cfg.backend):
@@ -48,8 +50,10 @@ def measured_seconds(cfg: "EvalConfig", results: Path = RESULTS) -> tuple[float,
                                     any((config.get("search") or {}).get(k) != getattr(cfg.search, k) for k in SHAPE)):
             continue
         if summary.get("seconds_per_question"):
-            found.append(summary["seconds_per_question"])
-    return (statistics.median(found), len(found)) if found else None
+            found[summary.get("benchmark") == cfg.benchmark].append(summary["seconds_per_question"])
+    same = bool(found[True])
+    rates = found[True] if same else found[False]
+    return (statistics.median(rates), len(rates), same) if rates else None
 
 
 def _duration(seconds: float) -> str:
@@ -97,9 +101,10 @@ def time_left(cfg: "EvalConfig", asked: list["Question"], started: bool = True) 
     measured = measured_seconds(cfg)
     if measured is None:
         return done, None, "no measured run of this method and policy in eval/results"
-    per, runs = measured
+    per, runs, same = measured
+    where = "on this benchmark" if same else "on other benchmarks"
     return done, per * rest, (f"{per:.1f} s a record, the median of {runs} measured run(s) of this method and "
-                              "policy in eval/results; this machine may differ")
+                              f"policy {where} in eval/results; this machine may differ")
 
 
 def plan(cfg: "EvalConfig", out_given: bool = True) -> list[str]:

@@ -370,3 +370,23 @@ def test_demo_output_explains_itself(tmp_path):
     assert "step reward" in legend(printed["pra"]) and "p(search)" in legend(printed["pra"])
     assert "forced" in legend(printed["pra"]) and "options none" in legend(printed["pra"])
     assert "step reward" not in legend(printed["cot"]) and "forced" in legend(printed["cot"])
+
+
+def test_the_time_estimate_prefers_runs_on_the_same_benchmark(tmp_path):
+    """A benchmark's question length sets its rate: MedQA is estimated from MedQA runs where there
+    are any, and only otherwise from the same method and policy on other benchmarks."""
+    from eval.plan import measured_seconds
+    from eval.run import EvalConfig
+
+    def measured(name: str, benchmark: str, seconds: float, policy: str = "p") -> None:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps(
+            {"method": "rag", "policy": policy, "benchmark": benchmark, "seconds_per_question": seconds}))
+        (tmp_path / name / "config.json").write_text(json.dumps({"backend": "transformers"}))
+    measured("a", "medmcqa-eval", 5.0)
+    measured("b", "mmlu-med", 7.0)
+    measured("c", "medqa", 13.0)
+    measured("d", "medqa", 20.0, policy="other")
+    assert measured_seconds(EvalConfig(method="rag", policy="p", benchmark="medqa"), tmp_path) == (13.0, 1, True)
+    assert measured_seconds(EvalConfig(method="rag", policy="p", benchmark="pubmedqa"), tmp_path) == (7.0, 3, False)
+    assert measured_seconds(EvalConfig(method="cot", policy="p", benchmark="medqa"), tmp_path) is None
